@@ -1,0 +1,72 @@
+"""All-reduce: every rank ends with the elementwise reduction of all vectors.
+
+Buffer layout: ``WORK`` holds the ``count`` elements (the caller's tensor,
+reduced in place). The pipelined double binary tree is in ``trees.py`` and
+the two-level hierarchical algorithm in ``hierarchical.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..schedule import Round, floor_pow2, split
+from . import Spec, register
+from ._fold import fold_in, fold_out
+from .all_gather import rd_all_gather_core, ring_all_gather
+from .broadcast import binomial_broadcast
+from .reduce import binomial_reduce
+from .reduce_scatter import rh_reduce_scatter_core, ring_reduce_scatter
+
+
+@register("all_reduce", "reduce_broadcast")
+def reduce_broadcast(spec: Spec) -> list[Round]:
+    """Binomial reduce to rank 0, then binomial broadcast from it: ``2 log p`` rounds."""
+    p, n = spec.world_size, spec.count
+    return binomial_reduce(p, 0, n) + binomial_broadcast(p, 0, n)
+
+
+@register("all_reduce", "ring")
+def ring(spec: Spec) -> list[Round]:
+    """Ring reduce-scatter, then ring all-gather, on ``p`` chunks of the vector.
+
+    ``2(p-1)`` rounds; each rank sends ``2(p-1)/p`` of the vector, the
+    bandwidth lower bound (Patarasuk and Yuan 2009).
+    """
+    p = spec.world_size
+    chunks = split(spec.count, p)
+    return ring_reduce_scatter(p, chunks) + ring_all_gather(p, chunks)
+
+
+@register("all_reduce", "recursive_doubling")
+def recursive_doubling(spec: Spec) -> list[Round]:
+    """Swap whole vectors with the rank at distance 1, 2, 4, ...: ``log p`` rounds.
+
+    Extra ranks beyond a power of two fold in first and get the result last.
+    """
+    p, n = spec.world_size, spec.count
+    p2 = floor_pow2(p)
+    v = np.arange(p2)
+    rounds = [fold_in(p, 0, n, reduce=True)]
+    d = 1
+    while d < p2:
+        rounds.append(Round.of(v, v ^ d, 0, n, reduce=True))
+        d *= 2
+    rounds.append(fold_out(p, 0, n))
+    return rounds
+
+
+@register("all_reduce", "rabenseifner")
+def rabenseifner(spec: Spec) -> list[Round]:
+    """Recursive-halving reduce-scatter, then recursive-doubling all-gather.
+
+    ``2 log p`` rounds and the ring's ``2(p-1)/p`` of the vector per rank
+    (Rabenseifner 2004; Thakur, Rabenseifner and Gropp 2005).
+    """
+    p, n = spec.world_size, spec.count
+    chunks = split(n, p)
+    return [
+        fold_in(p, 0, n, reduce=True),
+        *rh_reduce_scatter_core(p, chunks),
+        *rd_all_gather_core(p, chunks),
+        fold_out(p, 0, n),
+    ]

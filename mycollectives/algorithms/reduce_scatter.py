@@ -1,0 +1,85 @@
+"""Reduce-scatter: rank ``r`` ends with block ``r`` reduced over all ranks.
+
+Buffer layout: ``WORK`` holds ``p`` blocks of ``count`` elements (a copy of
+the input); on return block ``r`` of rank ``r`` holds the result.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..schedule import Chunks, Round, floor_pow2, split
+from . import Spec, register
+from ._fold import extras, fold_in
+
+
+def ring_reduce_scatter(k: int, chunks: Chunks) -> list[Round]:
+    """Ring over virtual ranks ``0..k-1``; rank ``v`` ends with chunk ``v`` reduced.
+
+    In step ``s`` rank ``v`` adds its copy of chunk ``v-s-1`` to the partial
+    sum arriving from ``v-1`` and passes it on: after ``k-1`` steps the sum
+    of chunk ``v`` has visited every rank and stops at ``v``.
+    """
+    v = np.arange(k)
+    rounds = []
+    for step in range(k - 1):
+        off, cnt = chunks[(v - step - 1) % k]
+        rounds.append(Round.of(v, (v + 1) % k, off, cnt, reduce=True))
+    return rounds
+
+
+def rh_reduce_scatter_core(p: int, chunks: Chunks) -> list[Round]:
+    """Recursive halving among the ``p2`` lowest ranks.
+
+    Rank ``v`` is responsible for chunk ``v`` and for the chunk of its extra
+    rank ``p2 + v`` if it has one. In the step of distance ``d`` the group of
+    ``2d`` ranks around ``v`` splits in halves; ``v`` sends the other half's
+    chunks to ``v ^ d`` and keeps (reduces into) its own half.
+    """
+    p2 = floor_pow2(p)
+    v = np.arange(p2)
+    rounds = []
+    d = p2 // 2
+    while d >= 1:
+        partner = v ^ d
+        g = partner & ~(d - 1)  # first rank of the partner's half
+        theirs = chunks.span(g, g + d)
+        their_extras = chunks.span(np.minimum(g + p2, p), np.minimum(g + d + p2, p))
+        rounds.append(
+            Round.cat(
+                [
+                    Round.of(v, partner, *theirs, reduce=True),
+                    Round.of(v, partner, *their_extras, reduce=True),
+                ]
+            )
+        )
+        d //= 2
+    return rounds
+
+
+@register("reduce_scatter", "ring")
+def ring(spec: Spec) -> list[Round]:
+    return ring_reduce_scatter(spec.world_size, split(spec.world_size * spec.count, spec.world_size))
+
+
+@register("reduce_scatter", "recursive_halving")
+def recursive_halving(spec: Spec) -> list[Round]:
+    p, n = spec.world_size, spec.count
+    extra, partner = extras(p)
+    return [
+        fold_in(p, 0, p * n, reduce=True),
+        *rh_reduce_scatter_core(p, split(p * n, p)),
+        Round.of(partner, extra, extra * n, n),  # the extra rank's block, finished
+    ]
+
+
+@register("reduce_scatter", "pairwise")
+def pairwise(spec: Spec) -> list[Round]:
+    """``p-1`` steps; in step ``s`` rank ``r`` sends block ``r+s`` to its owner."""
+    p, n = spec.world_size, spec.count
+    r = np.arange(p)
+    rounds = []
+    for s in range(1, p):
+        dst = (r + s) % p
+        rounds.append(Round.of(r, dst, dst * n, n, reduce=True))
+    return rounds

@@ -1,0 +1,31 @@
+"""``broadcast``: the root's tensor, copied to every rank (chapter 2)."""
+
+from __future__ import annotations
+
+import torch
+
+from ..schedule import WORK
+from ..transport import Done
+from .core import Meta, launch
+
+
+def broadcast(
+    tensor: torch.Tensor, src: int, group=None, async_op: bool = False, *, algorithm: str = "auto", **options
+):
+    """Copy ``tensor`` from rank ``src`` to every rank, in place.
+
+    Algorithms: ``mc.algorithms("broadcast")``; options ``timeout``, ``check``,
+    ``segment_bytes`` (chain). Example on 3 ranks, ``src=1``::
+
+        tensor([0, 0])  # Rank 0, before    tensor([7, 8])  # Rank 0, after
+        tensor([7, 8])  # Rank 1, before    tensor([7, 8])  # Rank 1, after
+        tensor([0, 0])  # Rank 2, before    tensor([7, 8])  # Rank 2, after
+    """
+
+    def validate(c, t):
+        c.tensor("tensor", tensor)
+        return Meta(tensor.dtype, tensor.numel(), root=c.rank_arg("src", src, t.group_rank))
+
+    job = launch("broadcast", group, algorithm, options, validate)
+    job.run({WORK: tensor.view(-1)})
+    return Done() if async_op else None

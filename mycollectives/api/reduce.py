@@ -1,0 +1,78 @@
+"""``all_reduce`` and ``reduce``: elementwise reductions across ranks (chapter 2)."""
+
+from __future__ import annotations
+
+import torch
+
+from ..ops import ReduceOp, resolve_op
+from ..schedule import WORK
+from ..transport import Done
+from .core import Meta, launch
+
+
+def _finish_avg(job, tensor: torch.Tensor) -> None:
+    if job.meta.op is ReduceOp.AVG:
+        tensor.div_(job.transport.world_size)
+
+
+def all_reduce(
+    tensor: torch.Tensor,
+    op=ReduceOp.SUM,
+    group=None,
+    async_op: bool = False,
+    *,
+    algorithm: str = "auto",
+    **options,
+):
+    """Reduce ``tensor`` across all ranks, in place; every rank gets the result.
+
+    Algorithms: ``mc.algorithms("all_reduce")``; options ``timeout``,
+    ``check``, ``segment_bytes`` (double binary tree), ``local_size``
+    (hierarchical). Example on 2 ranks with ``op=mc.ReduceOp.SUM``::
+
+        tensor([1, 2])  # Rank 0, before    tensor([4, 6])  # Rank 0, after
+        tensor([3, 4])  # Rank 1, before    tensor([4, 6])  # Rank 1, after
+    """
+
+    def validate(c, t):
+        c.tensor("tensor", tensor)
+        return Meta(tensor.dtype, tensor.numel(), op=resolve_op(op))
+
+    job = launch("all_reduce", group, algorithm, options, validate)
+    job.run({WORK: tensor.view(-1)})
+    _finish_avg(job, tensor)
+    return Done() if async_op else None
+
+
+def reduce(
+    tensor: torch.Tensor,
+    dst: int,
+    op=ReduceOp.SUM,
+    group=None,
+    async_op: bool = False,
+    *,
+    algorithm: str = "auto",
+    **options,
+):
+    """Reduce ``tensor`` across all ranks into rank ``dst``'s tensor.
+
+    The other ranks' tensors are left as they were (they work on a copy).
+    Example on 2 ranks, ``dst=0``::
+
+        tensor([1, 2])  # Rank 0, before    tensor([4, 6])  # Rank 0, after
+        tensor([3, 4])  # Rank 1, before    tensor([3, 4])  # Rank 1, after
+    """
+
+    def validate(c, t):
+        c.tensor("tensor", tensor)
+        return Meta(
+            tensor.dtype, tensor.numel(), root=c.rank_arg("dst", dst, t.group_rank), op=resolve_op(op)
+        )
+
+    job = launch("reduce", group, algorithm, options, validate)
+    root = job.transport.rank == job.meta.root
+    work = tensor.view(-1) if root else tensor.detach().clone().view(-1)
+    job.run({WORK: work})
+    if root:
+        _finish_avg(job, tensor)
+    return Done() if async_op else None

@@ -1,0 +1,174 @@
+"""Run one rank's part of a schedule on a transport.
+
+For each round the executor
+
+1. posts the round's receives and sends together (``transport.exchange``);
+   several pieces for one peer travel as one message;
+2. waits for each receive in turn and applies it (copy or reduce) while the
+   later ones are still in flight, unless it lands on data this rank is
+   still sending in this round: those wait until the sends are done;
+3. runs the round's local copies.
+
+That keeps the meaning of a round (sends read the state at its start,
+writes land at its end) while overlapping reductions with communication. A
+receive that is a plain copy onto data nobody reads in this round goes
+straight into place, with no staging copy.
+
+Waiting is bounded: if a peer does not answer within the timeout, the error
+names the collective, algorithm, round and peer.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from .errors import CollectiveTimeout, PeerError
+from .schedule import BUFFERS, Schedule
+from .transport.base import Label, Message, TransportPeerError, TransportTimeout
+
+Piece = tuple[int, int, int, bool]  # (buffer, offset, count, reduce)
+
+
+@dataclass
+class RoundPlan:
+    sends: list[tuple[int, list[Piece]]]  # (peer, pieces) per message
+    recvs: list[tuple[int, list[Piece]]]
+    local: list[tuple[int, int, int, int, int, bool]]  # (sbuf, soff, dbuf, doff, count, reduce)
+    reads: list[tuple[int, int, int]]  # (buffer, offset, count) this rank reads this round
+    index: int
+
+
+@functools.lru_cache(maxsize=1024)
+def plan(schedule: Schedule, rank: int) -> tuple[RoundPlan, ...]:
+    """This rank's view of the schedule: what to send, receive and copy, per round."""
+    out = []
+    for i, rnd in enumerate(schedule.rounds):
+        sends: dict[int, list[Piece]] = {}
+        recvs: dict[int, list[Piece]] = {}
+        local, reads = [], []
+        for src, dst, sbuf, soff, dbuf, doff, count, red in rnd.transfers():
+            if src == rank and dst == rank:
+                local.append((sbuf, soff, dbuf, doff, count, red))
+                reads.append((sbuf, soff, count))
+            elif src == rank:
+                sends.setdefault(dst, []).append((sbuf, soff, count, False))
+                reads.append((sbuf, soff, count))
+            elif dst == rank:
+                recvs.setdefault(src, []).append((dbuf, doff, count, red))
+        if sends or recvs or local:
+            out.append(RoundPlan(list(sends.items()), list(recvs.items()), local, reads, i))
+    return tuple(out)
+
+
+def _overlaps(piece: Piece, reads: list[tuple[int, int, int]]) -> bool:
+    buf, off, count, _ = piece
+    return any(b == buf and off < o + c and o < off + count for b, o, c in reads)
+
+
+class _Scratch:
+    """Per-transport staging memory, grown on demand and reused across calls."""
+
+    def __init__(self):
+        self.buf: dict[tuple, torch.Tensor] = {}
+
+    def get(self, numel: int, like: torch.Tensor) -> torch.Tensor:
+        key = (like.dtype, like.device)
+        t = self.buf.get(key)
+        if t is None or t.numel() < numel:
+            t = self.buf[key] = torch.empty(max(numel, 1), dtype=like.dtype, device=like.device)
+        return t[:numel]
+
+
+_scratch: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _wait(work, timeout: float, schedule: Schedule, rnd: int, me: int, peer: int, what: str) -> None:
+    try:
+        work.wait(timeout)
+    except TransportTimeout as e:
+        raise CollectiveTimeout(
+            f"{schedule.collective} ({schedule.algorithm}) on rank {me}: round {rnd} of "
+            f"{len(schedule.rounds)}: {what} rank {peer} timed out after {timeout:g} s "
+            f"(did rank {peer} join this collective?)"
+        ) from e
+    except TransportPeerError as e:
+        raise PeerError(
+            f"{schedule.collective} ({schedule.algorithm}) on rank {me}: round {rnd}: "
+            f"{what} rank {peer} failed: {e}"
+        ) from e
+
+
+def execute(
+    schedule: Schedule,
+    transport,
+    buffers: dict[int, torch.Tensor],
+    combine: Callable[[torch.Tensor, torch.Tensor], None] | None,
+    timeout: float | None = None,
+    label: str | None = None,
+) -> None:
+    """Run ``transport.rank``'s part of ``schedule`` on flat, contiguous ``buffers``.
+
+    ``combine(acc, x)`` folds ``x`` into ``acc`` for reducing transfers.
+    """
+    me = transport.rank
+    timeout = timeout or transport.timeout
+    like = next(iter(buffers.values()))
+    scratch = _scratch.setdefault(transport, _Scratch())
+    name = label or schedule.collective
+
+    def view(buf: int, off: int, count: int) -> torch.Tensor:
+        return buffers[buf][off : off + count]
+
+    def apply(staged: torch.Tensor, pieces: list[Piece]) -> None:
+        at = 0
+        for buf, off, count, red in pieces:
+            part = staged[at : at + count]
+            if red:
+                combine(view(buf, off, count), part)
+            else:
+                view(buf, off, count).copy_(part)
+            at += count
+
+    for rp in plan(schedule, me):
+        tag = Label(name, schedule.algorithm, rp.index)
+        staged_total = sum(sum(p[2] for p in pieces) for _, pieces in rp.recvs)
+        staging = scratch.get(staged_total, like) if staged_total else None
+        recvs, at = [], 0
+        for peer, pieces in rp.recvs:
+            direct = len(pieces) == 1 and not pieces[0][3] and not _overlaps(pieces[0], rp.reads)
+            if direct:
+                tensor = view(*pieces[0][:3])
+            else:
+                total = sum(p[2] for p in pieces)
+                tensor, at = staging[at : at + total], at + total
+            recvs.append((Message(tensor, peer), pieces, direct))
+        sends = []
+        for peer, pieces in rp.sends:
+            parts = [view(b, o, c) for b, o, c, _ in pieces]
+            tensor = parts[0] if len(parts) == 1 else torch.cat(parts)
+            sends.append(Message(tensor, peer, tuple((BUFFERS[b], o, c) for b, o, c, _ in pieces)))
+
+        send_works, recv_works = transport.exchange(sends, [m for m, _, _ in recvs], tag)
+        deferred = []
+        for (msg, pieces, direct), work in zip(recvs, recv_works):
+            _wait(work, timeout, schedule, rp.index, me, msg.peer, "receive from")
+            if direct:
+                continue
+            if any(_overlaps(p, rp.reads) for p in pieces):
+                deferred.append((msg.tensor, pieces))
+            else:
+                apply(msg.tensor, pieces)
+        for msg, work in zip(sends, send_works):
+            _wait(work, timeout, schedule, rp.index, me, msg.peer, "send to")
+        for sbuf, soff, dbuf, doff, count, red in rp.local:
+            if red:
+                combine(view(dbuf, doff, count), view(sbuf, soff, count))
+            else:
+                view(dbuf, doff, count).copy_(view(sbuf, soff, count))
+        for staged, pieces in deferred:
+            apply(staged, pieces)

@@ -1,0 +1,78 @@
+"""What every transport offers: the only layer of the package that moves bytes.
+
+A transport is one rank's end of a communicator. Besides point-to-point
+``isend``/``irecv``, it has ``exchange``, which posts all of one round's
+sends and receives together (NCCL needs that to avoid deadlock; other
+backends simply post them one by one). Handles have ``wait(timeout)`` and
+raise :class:`TransportTimeout` or :class:`TransportPeerError`; the executor
+turns those into errors that name the collective, round and peer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import torch
+
+
+class TransportTimeout(TimeoutError):
+    """No matching message (or no taker for ours) within the timeout."""
+
+
+class TransportPeerError(RuntimeError):
+    """The peer is gone: it crashed, raised, or closed the connection."""
+
+
+@dataclass(frozen=True)
+class Label:
+    """Which collective, algorithm and round a message belongs to (for traces)."""
+
+    collective: str = "p2p"
+    algorithm: str = ""
+    round: int = -1
+
+
+@dataclass
+class Message:
+    """One message of a round: a tensor, the peer, and the buffer pieces it
+    carries, ``((buffer, offset, count), ...)``, for the trace."""
+
+    tensor: torch.Tensor
+    peer: int
+    pieces: tuple = ()
+
+
+class Work(Protocol):
+    def wait(self, timeout: float | None = None) -> bool: ...
+
+
+@runtime_checkable
+class Transport(Protocol):
+    rank: int
+    world_size: int
+    timeout: float
+    device: torch.device
+
+    def isend(self, tensor: torch.Tensor, dst: int, tag: int = 0, label: Label | None = None) -> Work: ...
+
+    def irecv(self, tensor: torch.Tensor, src: int, tag: int = 0, label: Label | None = None) -> Work: ...
+
+    def exchange(
+        self, sends: list[Message], recvs: list[Message], label: Label
+    ) -> tuple[list[Work], list[Work]]: ...
+
+    def group_rank(self, rank: int) -> int:
+        """The rank within this communicator of a rank as the caller names it."""
+        ...
+
+
+class Done:
+    """A handle for something already finished (``async_op=True`` on a
+    collective that ran to completion before returning)."""
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return True
+
+    def is_completed(self) -> bool:
+        return True

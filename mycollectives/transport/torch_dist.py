@@ -1,0 +1,123 @@
+"""A transport over ``torch.distributed``: gloo on CPUs, NCCL on GPUs, or any backend.
+
+Ranks are those of the process group (a subgroup's rank 0 is its first
+member); :meth:`group_rank` translates the global ranks that
+``torch.distributed``'s own API takes. Under NCCL a round's sends and
+receives go out together through ``batch_isend_irecv``: posted one at a time
+they can deadlock, since NCCL runs them in order on one stream. Buffers live
+on ``cuda:LOCAL_RANK`` there, on the CPU otherwise.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import time
+import weakref
+
+import torch
+import torch.distributed as dist
+
+from .base import Label, Message, TransportPeerError, TransportTimeout
+
+DEFAULT_TIMEOUT = 300.0
+
+
+class TorchDistTransport:
+    def __init__(self, group=None, timeout: float | None = None):
+        if not dist.is_available() or not dist.is_initialized():
+            raise ValueError(
+                "torch.distributed is not initialized: call torch.distributed.init_process_group() "
+                "first, or run inside mycollectives.run_local"
+            )
+        self.group = group if group is not None else dist.group.WORLD
+        self.rank = dist.get_rank(self.group)
+        if self.rank < 0:
+            raise ValueError("this process is not a member of the given process group")
+        self.world_size = dist.get_world_size(self.group)
+        self.backend = str(dist.get_backend(self.group)).lower()
+        self.nccl = self.backend == "nccl"
+        self.timeout = float(timeout or os.environ.get("MYCOLLECTIVES_TIMEOUT", DEFAULT_TIMEOUT))
+        self._global = [dist.get_global_rank(self.group, r) for r in range(self.world_size)]
+        self._group_of = {g: r for r, g in enumerate(self._global)}
+        if self.nccl:
+            self.device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", torch.cuda.current_device())))
+        else:
+            self.device = torch.device("cpu")
+
+    def group_rank(self, rank: int) -> int:
+        try:
+            return self._group_of[rank]
+        except (KeyError, TypeError):
+            raise ValueError(f"rank {rank!r} is not a member of this process group") from None
+
+    def isend(self, tensor, dst, tag=0, label=None):
+        return _DistWork(dist.isend(tensor, dst=self._global[dst], group=self.group, tag=tag), self, dst)
+
+    def irecv(self, tensor, src, tag=0, label=None):
+        return _DistWork(dist.irecv(tensor, src=self._global[src], group=self.group, tag=tag), self, src)
+
+    def exchange(self, sends: list[Message], recvs: list[Message], label: Label):
+        if not self.nccl:
+            recv_works = [self.irecv(m.tensor, m.peer) for m in recvs]
+            send_works = [self.isend(m.tensor, m.peer) for m in sends]
+            return send_works, recv_works
+        ops = [dist.P2POp(dist.irecv, m.tensor, self._global[m.peer], self.group) for m in recvs]
+        ops += [dist.P2POp(dist.isend, m.tensor, self._global[m.peer], self.group) for m in sends]
+        if not ops:
+            return [], []
+        works = dist.batch_isend_irecv(ops)
+        # NCCL coalesces the batch: any handle completes them all
+        shared = _DistWork(works[-1], self, None, extra=works[:-1])
+        return [shared] * len(sends), [shared] * len(recvs)
+
+
+class _DistWork:
+    def __init__(self, work, transport: TorchDistTransport, peer, extra=()):
+        self.work, self.transport, self.peer, self.extra = work, transport, peer, extra
+        self.done = False
+
+    def is_completed(self) -> bool:
+        return self.done or self.work.is_completed()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if self.done:
+            return True
+        timeout = timeout or self.transport.timeout
+        try:
+            if self.transport.nccl:  # wait() only syncs streams: poll to honour the timeout
+                deadline = time.monotonic() + timeout
+                while not all(w.is_completed() for w in (self.work, *self.extra)):
+                    if time.monotonic() > deadline:
+                        raise TransportTimeout(f"no completion after {timeout:g} s")
+                    time.sleep(1e-4)
+                for w in (self.work, *self.extra):
+                    w.wait()
+            else:
+                self.work.wait(datetime.timedelta(seconds=timeout))
+        except RuntimeError as e:
+            text = str(e)
+            if "imed out" in text or "imeout" in text:
+                raise TransportTimeout(f"no completion after {timeout:g} s") from e
+            raise TransportPeerError(text.splitlines()[0][:300]) from e
+        self.done = True
+        return True
+
+
+_transports: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_world: dict = {}
+
+
+def transport_for(group=None) -> TorchDistTransport:
+    """One cached transport per process group (None: the default group)."""
+    if group is None or group is dist.group.WORLD:
+        key = dist.group.WORLD
+        cached = _world.get("world")
+        if cached is not None and cached.group is key:
+            return cached
+        _world["world"] = TorchDistTransport(None)
+        return _world["world"]
+    t = _transports.get(group)
+    if t is None:
+        t = _transports[group] = TorchDistTransport(group)
+    return t
