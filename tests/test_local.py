@@ -1,0 +1,176 @@
+"""Every algorithm on the local world (threads) against a NumPy oracle.
+
+Hypothesis draws the collective, algorithm, world size, element count, dtype,
+op and root; the oracle computes what each rank must hold from all inputs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from cases import DTYPES, REDUCING, ROOTED, VARIANTS, Case, call, compare, ops_for, oracle
+from conftest import MENU, local_size_for
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import mycollectives as mc
+
+APIS = [(api, a) for c, a in MENU if c != "barrier" for api in VARIANTS.get(c, (c,))]
+
+
+def check_local(case: Case) -> None:
+    got = mc.run_local(lambda rank: call(case, rank, "mc"), case.p, timeout=30)
+    want = oracle(case)
+    for rank in range(case.p):
+        problem = compare(case, rank, got[rank], want[rank])
+        assert problem is None, problem
+
+
+def options(algorithm: str, p: int) -> tuple:
+    if algorithm == "hierarchical":
+        return (("local_size", local_size_for(p)),)
+    if algorithm in ("chain", "double_binary_tree"):
+        return (("segment_bytes", 8),)  # a few elements per segment: real pipelining
+    return ()
+
+
+@st.composite
+def cases(draw):
+    api, algorithm = draw(st.sampled_from(APIS))
+    p = draw(st.integers(1, 9))
+    dtype = draw(st.sampled_from(list(DTYPES)))
+    op = draw(st.sampled_from(ops_for(dtype))) if api in REDUCING else None
+    return Case(
+        api, algorithm, p,
+        n=draw(st.integers(0, 3 * p + 2)),
+        dtype=dtype, op=op,
+        root=draw(st.integers(0, p - 1)) if api in ROOTED else 0,
+        seed=draw(st.integers(0, 10**6)),
+        options=options(algorithm, p),
+    )  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases())
+def test_random_cases_match_numpy(case):
+    check_local(case)
+
+
+@pytest.mark.parametrize("api,algorithm", APIS)
+@pytest.mark.parametrize("p", [1, 2, 3, 4, 5, 8])
+def test_each_algorithm_on_awkward_counts(api, algorithm, p):
+    for n in sorted({0, 1, max(p - 1, 0), 2 * p + 1}):
+        for dtype in ("float32", "int64"):
+            op = "SUM" if api in REDUCING else None
+            root = p - 1 if api in ROOTED else 0
+            check_local(Case(api, algorithm, p, n, dtype, op, root, seed=n, options=options(algorithm, p)))
+
+
+def test_a_few_mebibytes_with_random_floats():
+    for api, algorithm in [
+        ("all_reduce", "ring"),
+        ("all_reduce", "double_binary_tree"),
+        ("broadcast", "chain"),
+    ]:
+        case = Case(
+            api, algorithm, 4, 1 << 20, "float32", "SUM" if api == "all_reduce" else None, random=True
+        )
+        check_local(case)
+
+
+def test_every_rank_of_an_all_reduce_gets_bitwise_identical_results():
+    for algorithm in mc.algorithms("all_reduce"):
+
+        def fn(rank, algorithm=algorithm):
+            t = torch.randn(1000, generator=torch.Generator().manual_seed(rank))
+            mc.all_reduce(t, algorithm=algorithm, **dict(options(algorithm, 6)))
+            return t
+
+        out = mc.run_local(fn, 6)
+        assert all(torch.equal(out[0], t) for t in out), algorithm
+
+
+def test_reduce_leaves_non_root_tensors_untouched():
+    def fn(rank):
+        t = torch.full((10,), float(rank))
+        mc.reduce(t, dst=2, algorithm="rabenseifner")
+        return t
+
+    out = mc.run_local(fn, 5)
+    assert torch.all(out[2] == 10)
+    assert all(torch.all(out[r] == r) for r in (0, 1, 3, 4))
+
+
+def test_tensors_of_any_shape_and_torch_reduce_op():
+    import torch.distributed as dist
+
+    def fn(rank):
+        t = torch.ones(2, 3, 4) * (rank + 1)
+        mc.all_reduce(t, op=dist.ReduceOp.MAX)
+        out = torch.empty(3, 2, 3, 4)
+        mc.all_gather_into_tensor(out, t * rank)
+        return t, out
+
+    res = mc.run_local(fn, 3)
+    assert torch.all(res[0][0] == 3)
+    assert torch.equal(res[1][1][2], torch.full((2, 3, 4), 6.0))
+
+
+def test_point_to_point_and_async_handles():
+    def fn(rank):
+        if rank == 0:
+            a, b = torch.tensor([1.0, 2.0]), torch.tensor([3.0])
+            w = mc.isend(a, 1)
+            mc.send(b, 1)
+            w.wait()
+            return None
+        a, b = torch.empty(2), torch.empty(1)
+        hb = mc.irecv(a, 0)
+        mc.recv(b, 0)
+        hb.wait()
+        assert mc.all_reduce(torch.ones(1), async_op=True).wait()
+        return a.tolist() + b.tolist()
+
+    def peer(rank):
+        out = fn(rank)
+        if rank == 0:
+            mc.all_reduce(torch.ones(1), async_op=True).wait()
+        return out
+
+    assert mc.run_local(peer, 2)[1] == [1.0, 2.0, 3.0]
+
+
+def test_trace_records_every_transfer_with_round_and_slice():
+    world = mc.LocalWorld(4)
+
+    def fn(rank):
+        mc.all_reduce(torch.ones(8), algorithm="ring", check=False)
+
+    world.run(fn)
+    events = [e for e in world.trace if e.collective == "all_reduce"]
+    assert len(events) == 2 * 3 * 4  # 2(p-1) rounds, one message per rank
+    assert {e.round for e in events} == set(range(6))
+    assert all(e.nbytes == 2 * 4 and e.count == 2 and e.buffer == "work" for e in events)
+    assert all(e.t_recv is not None and e.t_recv >= e.t_send for e in events)
+    first = sorted((e.src, e.dst, e.offset) for e in events if e.round == 0)
+    assert first == [(0, 1, 6), (1, 2, 0), (2, 3, 2), (3, 0, 4)]
+
+
+def test_algorithms_lists_the_menu_without_auto():
+    assert mc.algorithms("all_reduce") == mc.algorithms("all_reduce")
+    assert "auto" not in mc.algorithms("all_reduce")
+    assert mc.algorithms("all_gather_into_tensor") == mc.algorithms("all_gather")
+    assert set(mc.algorithms("broadcast")) == {"linear", "binomial", "chain", "scatter_allgather"}
+    with pytest.raises(ValueError, match="unknown collective"):
+        mc.algorithms("allreduce")
+
+
+def test_auto_choice_is_in_the_menu():
+    from mycollectives import auto
+
+    for c in ("broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter", "all_to_all"):
+        for p in (1, 2, 3, 8, 64):
+            for nbytes in (0, 1 << 10, 1 << 24):
+                assert auto.choose(c, p, nbytes) in mc.algorithms(c)
+    np.testing.assert_equal(len(mc.algorithms("barrier")), 1)
