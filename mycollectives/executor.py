@@ -87,19 +87,20 @@ class _Scratch:
 _scratch: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _wait(work, timeout: float, schedule: Schedule, rnd: int, me: int, peer: int, what: str) -> None:
+def _wait(
+    work, timeout: float, name: str, schedule: Schedule, rnd: int, me: int, peer: int, what: str
+) -> None:
     try:
         work.wait(timeout)
     except TransportTimeout as e:
         raise CollectiveTimeout(
-            f"{schedule.collective} ({schedule.algorithm}) on rank {me}: round {rnd} of "
+            f"{name} ({schedule.algorithm}) on rank {me}: round {rnd} of "
             f"{len(schedule.rounds)}: {what} rank {peer} timed out after {timeout:g} s "
             f"(did rank {peer} join this collective?)"
         ) from e
     except TransportPeerError as e:
         raise PeerError(
-            f"{schedule.collective} ({schedule.algorithm}) on rank {me}: round {rnd}: "
-            f"{what} rank {peer} failed: {e}"
+            f"{name} ({schedule.algorithm}) on rank {me}: round {rnd}: {what} rank {peer} failed: {e}"
         ) from e
 
 
@@ -156,7 +157,7 @@ def execute(
         send_works, recv_works = transport.exchange(sends, [m for m, _, _ in recvs], tag)
         deferred = []
         for (msg, pieces, direct), work in zip(recvs, recv_works):
-            _wait(work, timeout, schedule, rp.index, me, msg.peer, "receive from")
+            _wait(work, timeout, name, schedule, rp.index, me, msg.peer, "receive from")
             if direct:
                 continue
             if any(_overlaps(p, rp.reads) for p in pieces):
@@ -164,7 +165,7 @@ def execute(
             else:
                 apply(msg.tensor, pieces)
         for msg, work in zip(sends, send_works):
-            _wait(work, timeout, schedule, rp.index, me, msg.peer, "send to")
+            _wait(work, timeout, name, schedule, rp.index, me, msg.peer, "send to")
         for sbuf, soff, dbuf, doff, count, red in rp.local:
             if red:
                 combine(view(dbuf, doff, count), view(sbuf, soff, count))

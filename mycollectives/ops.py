@@ -31,7 +31,9 @@ def resolve_op(op) -> ReduceOp:
     try:
         return ReduceOp[str(name).upper()]
     except KeyError:
-        raise ValueError(f"unsupported op {op!r}; expected one of {[o.name for o in ReduceOp]}") from None
+        raise ValueError(
+            f"argument 'op' is {op!r}, an unsupported op; expected one of {[o.name for o in ReduceOp]}"
+        ) from None
 
 
 def op_dtype_error(op: ReduceOp, dtype: torch.dtype) -> str | None:

@@ -121,13 +121,13 @@ def _handshake(t: Transport, fn, algorithm, meta, err, opts: Options) -> np.ndar
 
 def _agree(fn: str, me: int, table: np.ndarray, names: dict) -> None:
     """Raise on this rank if any rank's arguments were bad or ranks disagree."""
+    if table[me, 0]:
+        return  # this rank's own error is raised by the caller
     for r, row in enumerate(table):
         if row[0] and r != me:
             msg = row[_HEAD : _HEAD + _MSG].tobytes().rstrip(b"\0").decode(errors="replace")
             kind = ValueError if row[0] == 1 else TypeError
             raise kind(f"{fn} on rank {me}: rank {r} rejected its arguments: {msg}")
-    if table[me, 0]:
-        return  # this rank's own error is raised by the caller
     for i, what in enumerate(_FIELDS, start=1):
         col = table[:, i]
         if (col != col[0]).any():
@@ -161,21 +161,24 @@ def launch(fn: str, group, algorithm, options: dict, validate) -> Launch:
     ``validate(checker, transport)`` checks this rank's arguments and returns
     its :class:`Meta`; it must not modify any tensor.
     """
-    t = resolve_group(group)
-    opts = Options.parse(fn, options)
+    try:
+        t = resolve_group(group)
+        opts = Options.parse(fn, options)
+    except (ValueError, TypeError) as e:
+        raise _on_rank(e, fn, _rank_hint()) from None
     collective = canonical(fn)
     meta, err = None, None
     try:
         if not isinstance(algorithm, str):
-            raise TypeError(f"{fn} on rank {t.rank}: argument 'algorithm' must be a str, got {algorithm!r}")
+            raise TypeError(f"argument 'algorithm' must be a str, got {algorithm!r}")
         if algorithm != "auto":
             builder(collective, algorithm)  # raises for an unknown name
         device = t.device if hasattr(t, "backend") else None  # local worlds take any device
         meta = validate(Checker(fn, t.rank, t.world_size, device), t)
         if meta.op is not None and (why := op_dtype_error(meta.op, meta.dtype)):
-            raise TypeError(f"{fn} on rank {t.rank}: argument 'op': {why}")
+            raise TypeError(f"argument 'op': {why}")
     except (ValueError, TypeError) as e:
-        err = e
+        err = _on_rank(e, fn, t.rank)
     p = t.world_size
     splits = None
     if p > 1 and (opts.check or collective == "all_to_all"):
@@ -211,6 +214,25 @@ def launch(fn: str, group, algorithm, options: dict, validate) -> Launch:
     except ValueError as e:
         raise ValueError(f"{fn} on rank {t.rank}: {e}") from None
     return Launch(t, meta, schedule, opts, fn, splits)
+
+
+def _on_rank(e: Exception, fn: str, rank) -> Exception:
+    """The same error, its message prefixed with the function and rank if it lacks them."""
+    if str(e).startswith(f"{fn} on rank"):
+        return e
+    return type(e)(f"{fn} on rank {rank}: {e}")
+
+
+def _rank_hint():
+    """This process's rank, for errors raised before the group is known."""
+    from ..transport import current_local
+
+    local = current_local()
+    if local is not None:
+        return local.rank
+    import torch.distributed as dist
+
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else "?"
 
 
 def scratch(numel: int, like: torch.Tensor) -> torch.Tensor:
