@@ -24,7 +24,14 @@ DEFAULT_TIMEOUT = 300.0
 
 
 class TorchDistTransport:
-    def __init__(self, group=None, timeout: float | None = None):
+    """One rank's end of a torch process group.
+
+    ``batched`` posts each round through ``batch_isend_irecv`` and polls for
+    completion (the NCCL path); it is on for NCCL and can be turned on for
+    any backend, which is how the tests run the NCCL code path on gloo.
+    """
+
+    def __init__(self, group=None, timeout: float | None = None, batched: bool | None = None):
         if not dist.is_available() or not dist.is_initialized():
             raise ValueError(
                 "torch.distributed is not initialized: call torch.distributed.init_process_group() "
@@ -37,6 +44,7 @@ class TorchDistTransport:
         self.world_size = dist.get_world_size(self.group)
         self.backend = str(dist.get_backend(self.group)).lower()
         self.nccl = self.backend == "nccl"
+        self.batched = self.nccl if batched is None else batched
         self.timeout = float(timeout or os.environ.get("MYCOLLECTIVES_TIMEOUT", DEFAULT_TIMEOUT))
         self._global = [dist.get_global_rank(self.group, r) for r in range(self.world_size)]
         self._group_of = {g: r for r, g in enumerate(self._global)}
@@ -58,7 +66,7 @@ class TorchDistTransport:
         return _DistWork(dist.irecv(tensor, src=self._global[src], group=self.group, tag=tag), self, src)
 
     def exchange(self, sends: list[Message], recvs: list[Message], label: Label):
-        if not self.nccl:
+        if not self.batched:
             recv_works = [self.irecv(m.tensor, m.peer) for m in recvs]
             send_works = [self.isend(m.tensor, m.peer) for m in sends]
             return send_works, recv_works
@@ -67,7 +75,7 @@ class TorchDistTransport:
         if not ops:
             return [], []
         works = dist.batch_isend_irecv(ops)
-        # NCCL coalesces the batch: any handle completes them all
+        # NCCL coalesces the batch: wait for all of it through one handle
         shared = _DistWork(works[-1], self, None, extra=works[:-1])
         return [shared] * len(sends), [shared] * len(recvs)
 
@@ -85,7 +93,7 @@ class _DistWork:
             return True
         timeout = timeout or self.transport.timeout
         try:
-            if self.transport.nccl:  # wait() only syncs streams: poll to honour the timeout
+            if self.transport.nccl:  # NCCL's wait() only syncs streams: poll for the timeout
                 deadline = time.monotonic() + timeout
                 while not all(w.is_completed() for w in (self.work, *self.extra)):
                     if time.monotonic() > deadline:
@@ -93,8 +101,9 @@ class _DistWork:
                     time.sleep(1e-4)
                 for w in (self.work, *self.extra):
                     w.wait()
-            else:
-                self.work.wait(datetime.timedelta(seconds=timeout))
+            else:  # gloo marks p2p work complete only inside wait(timeout)
+                for w in (self.work, *self.extra):
+                    w.wait(datetime.timedelta(seconds=timeout))
         except RuntimeError as e:
             text = str(e)
             if "imed out" in text or "imeout" in text:

@@ -1,0 +1,108 @@
+"""Tasks the multi-process tests run on every rank of a gloo group (see distpool.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+
+import torch
+import torch.distributed as dist
+from cases import Case, call, compare
+
+import mycollectives as mc
+
+
+def reference(case: Case, rank: int):
+    """torch.distributed's own answer. Where gloo lacks a dtype for an op, the
+    same (exact, small-integer) inputs are reduced in float64 and cast back."""
+    try:
+        return call(case, rank, "torch")
+    except (RuntimeError, ValueError) as e:
+        if "support" not in str(e).lower() and "invalid" not in str(e).lower():
+            raise
+    wide = dataclasses.replace(case, dtype="float64")
+    return [torch.from_numpy(x).to(case.torch_dtype).double().numpy() for x in call(wide, rank, "torch")]
+
+
+def compare_cases(rank: int, cases: list[Case]) -> tuple[list[str], int]:
+    """Run each case through mycollectives and torch.distributed; report differences."""
+    os.environ["MYCOLLECTIVES_TIMEOUT"] = "30"
+    problems = []
+    for case in cases:
+        got = call(case, rank, "mc")
+        want = reference(case, rank)
+        problem = compare(case, rank, got, want)
+        if problem:
+            problems.append(problem)
+    return problems, len(cases)
+
+
+def reduce_keeps_non_root_tensors(rank: int) -> bool:
+    t = torch.arange(6.0) + rank
+    keep = t.clone()
+    mc.reduce(t, dst=0, algorithm="binomial")
+    return rank == 0 or torch.equal(t, keep)
+
+
+def skip_collective(rank: int, algorithm: str, skipper: int, timeout: float) -> str:
+    """Every rank but ``skipper`` calls all_reduce; returns what each saw."""
+    if rank == skipper:
+        time.sleep(timeout + 3)  # alive, but never joins
+        return "skipped"
+    try:
+        mc.all_reduce(torch.ones(1000), algorithm=algorithm, timeout=timeout, check=False)
+    except mc.CollectiveError as e:
+        return f"{type(e).__name__}: {e}"
+    return "completed"
+
+
+def die_mid_collective(rank: int, victim: int) -> str:
+    """``victim`` exits abruptly while a large ring all-reduce is running."""
+    import threading
+
+    if rank == victim:
+        threading.Timer(0.3, lambda: os._exit(1)).start()
+    t = torch.ones(1 << 22)
+    try:
+        for _ in range(200):
+            mc.all_reduce(t, algorithm="ring", timeout=60, check=False)
+    except mc.CollectiveError as e:
+        return f"{type(e).__name__}: {e}"
+    return "completed"
+
+
+def bad_input_on_one_rank(rank: int, culprit: int) -> tuple[str, bool]:
+    """``culprit`` passes a wrong-sized tensor; every rank must raise, tensors untouched."""
+    t = torch.arange(8.0 if rank != culprit else 9.0)
+    keep = t.clone()
+    start = time.monotonic()
+    try:
+        mc.all_reduce(t, algorithm="ring", timeout=60)
+    except (ValueError, TypeError) as e:
+        return f"{type(e).__name__}: {e}", torch.equal(t, keep) and time.monotonic() - start < 30
+    return "no error", False
+
+
+def subgroup_all_reduce(rank: int) -> list[float]:
+    """A torch subgroup of the odd ranks; ranks are the group's, roots global."""
+    odd = dist.new_group([r for r in range(dist.get_world_size()) if r % 2])
+    t = torch.tensor([float(rank)])
+    if rank % 2:
+        mc.all_reduce(t, group=odd, algorithm="ring")
+        mc.broadcast(t, src=1, group=odd)  # global rank 1 is the group's rank 0
+    return t.tolist()
+
+
+def batched_path(rank: int, cases: list[Case]) -> tuple[list[str], int]:
+    """The NCCL code path (a round posted through batch_isend_irecv, polled
+    waits) run on gloo, checked against torch.distributed."""
+    from mycollectives.transport.torch_dist import TorchDistTransport
+
+    transport = TorchDistTransport(None, timeout=30, batched=True)
+    problems = []
+    for case in cases:
+        problem = compare(case, rank, call(case, rank, "mc", group=transport), reference(case, rank))
+        if problem:
+            problems.append(problem)
+    return problems, len(cases)

@@ -1,0 +1,144 @@
+"""mycollectives against torch.distributed's own collectives on real gloo groups.
+
+Matrix: every algorithm x world sizes 1, 2, 3, 4, 5, 8 x dtypes float32,
+float64, float16, bfloat16, int32, int64 x every op the dtype allows x
+element counts 0, 1, p-1, 2p+1 (not divisible by p), plus a 4 MiB case.
+Each test runs its cases inside one persistent process pool per world size.
+"""
+
+from __future__ import annotations
+
+import pytest
+from cases import DTYPES, REDUCING, ROOTED, VARIANTS, Case, ops_for
+from conftest import MENU, local_size_for
+from distpool import Pool
+
+pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(600)]
+
+WORLD_SIZES = [1, 2, 3, 4, 5, 8]
+APIS = [(api, a) for c, a in MENU if c != "barrier" for api in VARIANTS.get(c, (c,))]
+_pools: dict[int, Pool] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_pools():
+    yield
+    for pool in _pools.values():
+        pool.close()
+    _pools.clear()
+
+
+def pool(p: int) -> Pool:
+    """The pool for world size ``p``; other pools are closed (2 cores: one at a time)."""
+    for q in [q for q in _pools if q != p]:
+        _pools.pop(q).close()
+    if p not in _pools or not _pools[p].alive():
+        _pools[p] = Pool(p)
+    return _pools[p]
+
+
+def options(algorithm: str, p: int) -> tuple:
+    if algorithm == "hierarchical":
+        return (("local_size", local_size_for(p)),)
+    if algorithm in ("chain", "double_binary_tree"):
+        return (("segment_bytes", 64),)
+    return ()
+
+
+def matrix(api: str, algorithm: str, p: int) -> list[Case]:
+    """A covering design: every dtype with every op it allows, every element
+    count with every dtype, and roots that move around; plus one 4 MiB case."""
+    counts = sorted({0, 1, max(p - 1, 1), 2 * p + 1})
+    combos = [(d, op) for d in DTYPES for op in (ops_for(d) if api in REDUCING else [None])]
+    combos += [(d, "SUM" if api in REDUCING else None) for d in DTYPES for _ in counts[1:]]
+    cases = []
+    for i, (dtype, op) in enumerate(combos):
+        n = counts[i % len(counts)]
+        root = i % p if api in ROOTED else 0
+        cases.append(Case(api, algorithm, p, n, dtype, op, root, seed=i, options=options(algorithm, p)))
+    big = (1 << 20) // (p if api not in ("broadcast", "reduce", "all_reduce") else 1)
+    if api.startswith("all_to_all"):
+        big = 1 << 17  # rows of 2 elements, up to this many rows per pair
+    op = "SUM" if api in REDUCING else None
+    root = p - 1 if api in ROOTED else 0
+    big_options = options(algorithm, p) if algorithm == "hierarchical" else ()  # default segments
+    cases.append(Case(api, algorithm, p, big, "float32", op, root, 99, True, big_options))
+    return cases
+
+
+def run_everywhere(p: int, name: str, *args, timeout: float = 300) -> list:
+    out = pool(p).run("dist_tasks", name, *args, timeout=timeout)
+    errors = [f"rank {r}: {v}" for r, (status, v) in enumerate(out) if status != "ok"]
+    assert not errors, "\n".join(errors)
+    return [v for _, v in out]
+
+
+@pytest.mark.parametrize("api,algorithm", APIS)
+@pytest.mark.parametrize("p", WORLD_SIZES)
+def test_matches_torch_distributed(api, algorithm, p):
+    cases = matrix(api, algorithm, p)
+    results = run_everywhere(p, "compare_cases", cases)
+    problems = [msg for rank_problems, _ in results for msg in rank_problems]
+    assert all(count == len(cases) for _, count in results)
+    assert not problems, "\n".join(problems[:10])
+
+
+def test_reduce_leaves_non_root_tensors_untouched():
+    assert all(run_everywhere(3, "reduce_keeps_non_root_tensors"))
+
+
+def test_subgroups_use_group_ranks_and_global_roots():
+    out = run_everywhere(4, "subgroup_all_reduce")
+    assert out == [[0.0], [4.0], [2.0], [4.0]]
+
+
+def test_bad_input_on_one_rank_makes_every_rank_raise_within_30_s():
+    out = run_everywhere(3, "bad_input_on_one_rank", 1)
+    for rank, (message, untouched) in enumerate(out):
+        assert message.startswith("ValueError"), message
+        assert f"on rank {rank}" in message and "rank 1" in message, message
+        assert untouched, f"rank {rank}: tensor modified or too slow"
+
+
+@pytest.mark.timeout(120)
+def test_a_rank_that_never_joins_gives_a_timeout_naming_round_and_peer():
+    out = pool(3).run("dist_tasks", "skip_collective", "ring", 2, 3.0, timeout=60)
+    assert out[2] == ("ok", "skipped")
+    for rank in (0, 1):
+        status, message = out[rank]
+        assert status == "ok" and message.startswith(("CollectiveTimeout", "PeerError")), message
+        assert "all_reduce (ring)" in message and "round" in message and "rank" in message, message
+    assert any("rank 2" in out[r][1] for r in (0, 1))
+    _pools.pop(3).kill()  # the group saw a timeout: start afresh
+
+
+@pytest.mark.timeout(120)
+def test_a_rank_killed_mid_collective_makes_the_others_raise():
+    p = 4
+    try:  # the dead rank never reports: collect the survivors
+        out = pool(p).run("dist_tasks", "die_mid_collective", 1, timeout=90, ranks=[0, 2, 3])
+    except TimeoutError as e:
+        pytest.fail(f"survivors hung: {e}")
+    finally:
+        _pools.pop(p).kill()
+    for rank in (0, 2, 3):
+        status, message = out[rank]
+        assert status == "ok" and message.startswith(("PeerError", "CollectiveTimeout")), message
+        assert "all_reduce (ring)" in message and "round" in message, message
+
+
+def test_the_batched_nccl_code_path_on_gloo():
+    p = 4
+    cases = [
+        Case(api, alg, p, n, "float32", "SUM" if api in REDUCING else None, 1 if api in ROOTED else 0, seed=n)
+        for api, alg in [
+            ("all_reduce", "ring"), ("all_reduce", "recursive_doubling"), ("broadcast", "binomial"),
+            ("all_gather_into_tensor", "bruck"), ("reduce_scatter_tensor", "pairwise"),
+            ("all_to_all_single", "bruck"), ("gather", "binomial"), ("reduce", "rabenseifner"),
+        ]
+        for n in (0, 5, 1000)
+    ]  # fmt: skip
+    results = run_everywhere(p, "batched_path", cases)
+    assert all(count == len(cases) for _, count in results)
+    problems = [msg for rank_problems, _ in results for msg in rank_problems]
+    assert not problems, "\n".join(problems[:10])
