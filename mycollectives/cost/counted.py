@@ -1,6 +1,6 @@
 """Counting a schedule's cost round by round (chapter 3, "Cost formulas").
 
-The alpha-beta-gamma model (Hockney's alpha-beta plus a reduction term, as
+The alpha-beta-gamma model (Hockney's alpha-beta, ``hockney1994``, plus a reduction term, as
 used by Thakur, Rabenseifner and Gropp 2005, ``thakur2005``) charges a rank
 
 * ``alpha`` seconds for every message it sends or receives in a round (its

@@ -151,7 +151,7 @@ def cluster(
         nodes * gpus,
         gpus,
         in_switch_reduction=H100_NVLS_EFFICIENCY if nvls else 0.0,
-        sources=sources + (("ib_spec",) if nodes > 1 else ()),
+        sources=sources + (("nvidia_connectx6", "nvidia_connectx7") if nodes > 1 else ()),
     )
 
 
