@@ -163,7 +163,9 @@ def test_a_thousand_ranks_simulate():
     assert r.world_size == 256 and len(r.round_time) == 510
 
 
-@pytest.mark.parametrize("m", [m for m in MEASUREMENTS if "H100" in m.setup and m.world_size != 3], ids=lambda m: m.setup)
+@pytest.mark.parametrize(
+    "m", [m for m in MEASUREMENTS if "H100" in m.setup and m.world_size != 3], ids=lambda m: m.setup
+)
 def test_h100_plateaus_within_15_percent(m):
     _, err = compare(m)
     assert abs(err) < 0.15

@@ -44,22 +44,20 @@ class Paths:
 def max_min_rates(paths: Paths, cap: np.ndarray, active: np.ndarray) -> np.ndarray:
     """Max-min fair rate of every active flow; ``cap`` is per distinct link."""
     rate = np.zeros(paths.nflows)
-    todo = active.copy()
     rem = cap.astype(float).copy()
-    while todo.any():
-        live = todo[paths.flow]
-        users = np.bincount(paths.local[live], minlength=len(rem))
-        share = np.where(users > 0, rem / np.maximum(users, 1), np.inf)
-        entry_share = np.where(live, share[paths.local], np.inf)
-        fshare = np.minimum.reduceat(entry_share, paths.starts)
-        s = fshare[todo].min()
-        newly = todo & (fshare <= s * (1 + _EPS))
-        rate[newly] = s
-        todo &= ~newly
-        used = newly[paths.flow]
-        rem = np.maximum(
-            rem - np.bincount(paths.local[used], weights=rate[paths.flow[used]], minlength=len(rem)), 0
-        )
+    live = active[paths.flow]
+    flow, local = paths.flow[live], paths.local[live]  # entries of unfrozen flows, still sorted by flow
+    while len(flow):
+        users = np.bincount(local, minlength=len(rem))
+        share = rem / np.maximum(users, 1)
+        starts = np.flatnonzero(np.diff(flow, prepend=-1))
+        fshare = np.minimum.reduceat(share[local], starts)  # each live flow's tightest link
+        s = fshare.min()
+        frozen = fshare <= s * (1 + _EPS)
+        rate[flow[starts[frozen]]] = s
+        done = np.repeat(frozen, np.diff(np.append(starts, len(flow))))
+        rem = np.maximum(rem - np.bincount(local[done], minlength=len(rem)) * s, 0)
+        flow, local = flow[~done], local[~done]
     return rate
 
 
