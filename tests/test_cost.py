@@ -17,6 +17,7 @@ from mycollectives.cost import (
     cheapest,
     closed_form,
     counted_cost,
+    crossover_size,
     fit_alpha_beta,
     predict,
 )
@@ -139,3 +140,13 @@ def test_auto_runs_through_the_api():
         return t[0].item()
 
     assert mc.run_local(fn, 5) == [10.0] * 5
+
+
+def test_crossover_size_solves_the_two_formulas():
+    """Recursive doubling vs ring on 8 ranks: 3(a + n(b+g)) = 14a + 7/8 n (2b + g)."""
+    m = Machine(alpha=5e-6, beta=1e-10, gamma=5e-11)
+    exact = 11 * m.alpha / (3 * (m.beta + m.gamma) - 7 / 8 * (2 * m.beta + m.gamma))
+    x = crossover_size("all_reduce", "recursive_doubling", "ring", 8, m)
+    assert x == pytest.approx(exact, abs=64)
+    assert crossover_size("all_reduce", "reduce_broadcast", "recursive_doubling", 8, m) == 4  # always
+    assert crossover_size("all_reduce", "ring", "recursive_doubling", 8, m) is None  # never for large

@@ -16,6 +16,7 @@ from mycollectives.sim import (
     simulate,
     spec_for_size,
     sweep,
+    tune,
 )
 from mycollectives.sim.validate import MEASUREMENTS, compare
 from mycollectives.topology import cluster, dgx_a100, dgx_h100, pcie_box
@@ -175,3 +176,12 @@ def test_world_size_is_checked():
     with pytest.raises(ValueError, match="exceeds"):
         simulate("all_reduce", "ring", 1024, dgx_a100(), world_size=9)
     assert spec_for_size("all_gather", 4, 4 * 4 * 10, 4) == Spec("all_gather", 4, count=10)
+
+
+def test_tuner_picks_protocol_and_algorithm_by_size():
+    topo = dgx_h100(nvls=True)
+    algo, proto, times = tune("all_reduce", 1 << 10, topo)
+    assert proto == "ll" and times[algo, proto] == min(times.values())
+    algo, proto, _ = tune("all_reduce", 1 << 30, topo)
+    assert (algo, proto) == ("nvls", "simple")
+    assert ("hierarchical", "ll") in times  # local_size defaults to the node size

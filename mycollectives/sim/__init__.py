@@ -11,7 +11,8 @@ from __future__ import annotations
 from .engine import simulate, spec_for_size
 from .fluid import Paths, drain, max_min_rates
 from .result import SimResult, bus_factor
-from .sweep import crossover, sweep
+from .sweep import crossover, sizes, sweep
+from .tuner import tune
 
 __all__ = [
     "simulate",
@@ -23,4 +24,6 @@ __all__ = [
     "max_min_rates",
     "sweep",
     "crossover",
+    "sizes",
+    "tune",
 ]
