@@ -72,7 +72,7 @@ def test_ideal_switch_matches_the_beta_term(collective, algorithm, p):
     model's bandwidth term with beta = 1 / link bandwidth."""
     topo = dgx_h100()
     nbytes = 4 * 840 * p
-    r = simulate(collective, algorithm, nbytes, topo, world_size=p, protocol_name="ideal")
+    r = simulate(collective, algorithm, nbytes, topo, world_size=p, protocol="ideal")
     spec = spec_for_size(collective, p, nbytes, 4)
     beta = 1 / topo.link_bw[0]
     assert r.time_s == pytest.approx(counted_cost(build(spec, algorithm), Machine(0.0, beta, 0.0)), rel=1e-9)
@@ -82,8 +82,8 @@ def test_contention_on_a_shared_link():
     """Two GPUs of one node sending to one other node share a NIC when there is one."""
     one = cluster("dgx_a100", 2, nics_per_node=1)
     eight = cluster("dgx_a100", 2, nics_per_node=8)
-    t1 = simulate("all_to_all", "linear", 64 << 20, one, protocol_name="ideal").time_s
-    t8 = simulate("all_to_all", "linear", 64 << 20, eight, protocol_name="ideal").time_s
+    t1 = simulate("all_to_all", "linear", 64 << 20, one, protocol="ideal").time_s
+    t8 = simulate("all_to_all", "linear", 64 << 20, eight, protocol="ideal").time_s
     assert t1 > 4 * t8
     r = simulate("all_to_all", "linear", 64 << 20, one)
     assert (r.link_utilisation <= 1 + 1e-9).all()
@@ -122,12 +122,8 @@ def test_link_bytes_add_up():
 
 def test_protocols_cross_over():
     topo = dgx_h100()
-    small = {
-        p: simulate("all_reduce", "ring", 1 << 10, topo, protocol_name=p).time_s for p in ("ll", "simple")
-    }
-    large = {
-        p: simulate("all_reduce", "ring", 1 << 30, topo, protocol_name=p).time_s for p in ("ll", "simple")
-    }
+    small = {p: simulate("all_reduce", "ring", 1 << 10, topo, protocol=p).time_s for p in ("ll", "simple")}
+    large = {p: simulate("all_reduce", "ring", 1 << 30, topo, protocol=p).time_s for p in ("ll", "simple")}
     assert small["ll"] < small["simple"] and large["simple"] < large["ll"]
 
 

@@ -124,6 +124,7 @@ def test_animation_is_self_contained_html():
     html = to_html(animate(s, interval=100))
     assert "<script" in html and html.count("data:image/png;base64") >= 1
     assert f"frames[{len(s.rounds) - 1}]" in html
+    assert 'class="fa ' not in html  # buttons labelled without Font Awesome
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="needs a chromium browser")

@@ -16,7 +16,8 @@ import numpy as np
 
 from ..algorithms import builder, canonical
 from ..schedule import Round
-from ..topology import Topology, protocol
+from ..topology import Topology
+from ..topology import protocol as get_protocol
 from .fluid import Paths, drain
 from .result import SimResult, bus_factor
 
@@ -95,7 +96,7 @@ def simulate(
     nbytes: int,
     topology: Topology,
     *,
-    protocol_name: str = "simple",
+    protocol: str = "simple",
     world_size: int | None = None,
     itemsize: int = 4,
     segment: int | None = None,
@@ -120,7 +121,7 @@ def simulate(
     p = world_size or topology.num_gpus
     if p > topology.num_gpus:
         raise ValueError(f"world_size={p} exceeds the {topology.num_gpus} GPUs of {topology.name}")
-    proto = protocol(protocol_name)
+    proto = get_protocol(protocol)
     if algorithm == "nvls":
         rounds, cap_scale, extra_lat = (
             _nvls(collective, nbytes, topology, p),

@@ -37,7 +37,7 @@ def tune(
     for a in names:
         for p in protocols if a != "nvls" else ("simple",):
             try:
-                times[a, p] = simulate(c, a, nbytes, topology, protocol_name=p, **options).time_s
+                times[a, p] = simulate(c, a, nbytes, topology, protocol=p, **options).time_s
             except ValueError:  # e.g. hierarchical on a world its node size does not divide
                 continue
     best = min(times, key=times.__getitem__)

@@ -46,9 +46,32 @@ def animate(schedule: Schedule, topology: Topology | None = None, interval: int 
     return anim
 
 
-def to_html(anim) -> str:
-    """Self-contained HTML/JS player for an animation (no kernel needed)."""
-    return anim.to_jshtml(default_mode="once")
+# matplotlib's player draws its buttons with Font Awesome icons, which only a page
+# that loads Font Awesome shows; plain Unicode glyphs show everywhere.
+_GLYPHS = {
+    "fa fa-minus": "\u2212",
+    "fa fa-fast-backward": "|\u25c0\u25c0",
+    "fa fa-step-backward": "|\u25c0",
+    "fa fa-play fa-flip-horizontal": "\u25c0",
+    "fa fa-pause": "||",
+    "fa fa-play": "\u25b6",
+    "fa fa-step-forward": "\u25b6|",
+    "fa fa-fast-forward": "\u25b6\u25b6|",
+    "fa fa-plus": "+",
+}
+
+
+def to_html(anim, glyphs: bool = True) -> str:
+    """Self-contained HTML/JS player for an animation (no kernel needed).
+
+    ``glyphs=True`` swaps the player's Font Awesome icons for Unicode ones,
+    so its buttons are labelled on any page, the rendered book included.
+    """
+    html = anim.to_jshtml(default_mode="once")
+    if glyphs:
+        for icon, text in _GLYPHS.items():
+            html = html.replace(f'<i class="{icon}"></i>', text)
+    return html
 
 
 def step_through(schedule: Schedule, topology: Topology | None = None):
