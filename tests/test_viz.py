@@ -51,6 +51,16 @@ def test_spacetime_draws_one_arrow_per_transfer(algorithm):
     assert ax.get_xlim()[1] == pytest.approx(2e-6 * len(s.rounds))
 
 
+def test_spacetime_of_a_simulation_uses_its_round_times():
+    from mycollectives.sim import spec_for_algorithm
+
+    r = simulate("all_reduce", "double_binary_tree", 1 << 22, dgx_a100())
+    s = build(spec_for_algorithm("all_reduce", "double_binary_tree", 8, 1 << 22), "double_binary_tree")
+    assert len(s.rounds) == len(r.round_time)
+    ax = spacetime(s, round_times=r.round_time)
+    assert ax.get_xlim()[1] == pytest.approx(r.round_time.sum())
+
+
 def test_trace_diagram_from_a_local_world():
     import torch
 

@@ -28,6 +28,18 @@ class Calibration:
     r2: float  # coefficient of determination of the alpha-beta line
     max_rel_error: float  # largest |fit - measured| / measured
 
+    def report(self) -> str:
+        """The fit in words and a table of measured against fitted times."""
+        m = self.machine
+        lines = [
+            f"alpha = {m.alpha * 1e6:.2f} us, beta = {m.beta * 1e9:.4f} ns/B ({1 / m.beta / 1e9 if m.beta else float('inf'):.2f} GB/s), "
+            f"gamma = {m.gamma * 1e9:.4f} ns/B; R^2 = {self.r2:.4f}, worst point off by {100 * self.max_rel_error:.0f} %",
+            f"{'bytes':>10} {'measured us':>12} {'fitted us':>10}",
+        ]
+        for n, t in zip(self.sizes, self.times):
+            lines.append(f"{int(n):10d} {t * 1e6:12.2f} {(m.alpha + m.beta * n) * 1e6:10.2f}")
+        return "\n".join(lines)
+
 
 def fit_alpha_beta(sizes, times) -> tuple[float, float, float, float]:
     """Least-squares ``t = alpha + beta n``; returns alpha, beta, R^2, max relative error.

@@ -90,6 +90,30 @@ def spec_for_size(collective: str, p: int, nbytes: int, itemsize: int, **opts):
     return Spec(c, p, count=1 if c == "barrier" else elems, **opts)
 
 
+def spec_for_algorithm(
+    collective: str,
+    algorithm: str,
+    world_size: int,
+    nbytes: int,
+    itemsize: int = 4,
+    segment: int | None = None,
+    local_size: int | None = None,
+    root: int = 0,
+):
+    """The :class:`Spec` :func:`simulate` runs, with only the options ``algorithm`` reads.
+
+    ``build(spec_for_algorithm(...), algorithm)`` is the schedule behind a
+    simulation, e.g. to draw it with the simulated round times.
+    """
+    segment = segment or max(1, DEFAULT_SEGMENT_BYTES // itemsize)
+    opts = {"segment": segment, "local_size": local_size, "root": root}
+    uses = getattr(builder(collective, algorithm), "uses", ())
+    opts = {k: v for k, v in opts.items() if k in uses}
+    if canonical(collective) in ("broadcast", "reduce", "scatter", "gather"):
+        opts["root"] = root
+    return spec_for_size(collective, world_size, nbytes, itemsize, **opts)
+
+
 def simulate(
     collective: str,
     algorithm: str,
@@ -129,13 +153,9 @@ def simulate(
             NVLS_LATENCY,
         )
     else:
-        segment = segment or max(1, DEFAULT_SEGMENT_BYTES // itemsize)
-        opts = {"segment": segment, "local_size": local_size or topology.gpus_per_node, "root": root}
-        uses = getattr(builder(collective, algorithm), "uses", ())
-        opts = {k: v for k, v in opts.items() if k == "root" or k in uses}
-        if canonical(collective) not in ("broadcast", "reduce", "scatter", "gather"):
-            opts.pop("root")
-        spec = spec_for_size(collective, p, nbytes, itemsize, **opts)
+        spec = spec_for_algorithm(
+            collective, algorithm, p, nbytes, itemsize, segment, local_size or topology.gpus_per_node, root
+        )
         rounds = [r for r in builder(spec.collective, algorithm)(spec) if len(r)]
         cap_scale, extra_lat = 1.0, 0.0
     state = _Rounds(topology, proto, cache)
