@@ -56,6 +56,31 @@ def test_counted_equals_closed_form(collective, algorithm):
                 assert got == pytest.approx(want, rel=1e-12), (p, k)
 
 
+@pytest.mark.parametrize("collective,algorithm", MENU)
+def test_closed_form_at_large_and_uneven_sizes(collective, algorithm):
+    """Exact at a large size p divides; an upper bound when it does not (the largest
+    chunk is rounded up), and still exact in its latency term."""
+    for p in (2, 3, 6, 16, 33, 64):
+        spec, n, opts = _spec(collective, algorithm, p, 1000)
+        want = closed_form(collective, algorithm, p, n, MACHINE, **opts)
+        got = counted_cost(build(spec, algorithm), MACHINE)
+        assert (
+            got <= want * (1 + 1e-12) and (collective, algorithm) in UPPER_BOUND or got == pytest.approx(want)
+        )
+        if collective in ("barrier", "all_to_all"):
+            continue
+        n = 7 * p + 3  # not divisible by p
+        spec = Spec(collective, p, count=n, **opts)
+        assert counted_cost(build(spec, algorithm), MACHINE) <= closed_form(
+            collective, algorithm, p, n, MACHINE, **opts
+        ) * (1 + 1e-12)
+        latency = Machine(1.0, 0.0, 0.0)
+        if (collective, algorithm) not in UPPER_BOUND:
+            assert counted_cost(build(spec, algorithm), latency) == closed_form(
+                collective, algorithm, p, n, latency, **opts
+            )
+
+
 def test_ring_formula_is_the_textbook_one():
     for p in (2, 3, 8, 13):
         n, s = 6 * p, 4
