@@ -35,7 +35,7 @@ FORMULAS: dict[tuple[str, str], Formula] = {}
 UPPER_BOUND = {("all_reduce", "double_binary_tree")}  # not exact, see module docstring
 
 
-def formula(collective: str, algorithm: str):
+def formula(collective: str, algorithm: str) -> Callable[[Formula], Formula]:
     def deco(fn: Formula) -> Formula:
         FORMULAS[collective, algorithm] = fn
         return fn

@@ -78,7 +78,7 @@ class Topology:
     def num_nodes(self) -> int:
         return -(-self.num_gpus // self.gpus_per_node)
 
-    def node_of(self, gpu):
+    def node_of(self, gpu) -> np.ndarray:
         return np.asarray(gpu) // self.gpus_per_node
 
     def route(self, src, dst) -> tuple[np.ndarray, np.ndarray]:

@@ -10,10 +10,16 @@ redraws the same two panels.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..schedule import Schedule
 from ..topology import Topology
 from .buffers import buffer_states, draw_buffers
 from .topo import draw_round
+
+if TYPE_CHECKING:
+    from ipywidgets import VBox
+    from matplotlib.animation import FuncAnimation
 
 
 def _frame(fig, schedule: Schedule, k: int, states, topo: Topology | None):
@@ -28,7 +34,7 @@ def _frame(fig, schedule: Schedule, k: int, states, topo: Topology | None):
     return left, right
 
 
-def animate(schedule: Schedule, topology: Topology | None = None, interval: int = 900):
+def animate(schedule: Schedule, topology: Topology | None = None, interval: int = 900) -> FuncAnimation:
     """One frame per round (arrows, then the buffers after it). Returns a ``FuncAnimation``."""
     import matplotlib.pyplot as plt
     from matplotlib.animation import FuncAnimation
@@ -74,7 +80,7 @@ def to_html(anim, glyphs: bool = True) -> str:
     return html
 
 
-def step_through(schedule: Schedule, topology: Topology | None = None):
+def step_through(schedule: Schedule, topology: Topology | None = None) -> VBox:
     """An ipywidgets slider over the rounds of ``schedule`` (live notebooks only)."""
     import ipywidgets as widgets
     import matplotlib.pyplot as plt

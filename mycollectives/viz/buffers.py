@@ -9,11 +9,16 @@ of colours is a partial sum, and dark grey is the sum over every rank.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..algorithms import Spec
 from ..schedule import OUT, WORK, Schedule
 from ..verify import _init
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 
 def _spec(schedule: Schedule) -> Spec:
@@ -66,7 +71,7 @@ def mask_colours(masks: np.ndarray, p: int) -> np.ndarray:
     return rgb
 
 
-def draw_buffers(schedule: Schedule, step: int = -1, ax=None, states=None):
+def draw_buffers(schedule: Schedule, step: int = -1, ax: Axes | None = None, states=None) -> Axes:
     """Each rank's buffer before round ``step`` (``-1``: at the end), one row per rank."""
     import matplotlib.pyplot as plt
 

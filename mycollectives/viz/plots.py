@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..sim import SimResult
 
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
-def link_heatmap(result: SimResult, ax=None, max_links: int = 64):
+
+def link_heatmap(result: SimResult, ax: Axes | None = None, max_links: int = 64) -> Axes:
     """Rounds across, links down, colour = fraction of the link's bandwidth used.
 
     Only links that carried traffic are shown (the busiest ``max_links``).
@@ -39,7 +44,9 @@ def best_changes(results: dict[str, list[SimResult]]) -> list[tuple[int, str, st
     return [(sizes[i], best[i - 1], best[i]) for i in range(1, len(sizes)) if best[i] != best[i - 1]]
 
 
-def busbw_plot(results: dict[str, list[SimResult]], ax=None, measured: dict | None = None):
+def busbw_plot(
+    results: dict[str, list[SimResult]], ax: Axes | None = None, measured: dict | None = None
+) -> Axes:
     """busbw against message size, one line per algorithm, crossovers marked.
 
     ``results`` is what :func:`mycollectives.sim.sweep` returns; ``measured``

@@ -8,10 +8,14 @@ round times), a simulation, or the trace a local world records while it runs
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..schedule import Schedule
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 
 def _arrows(ax, t0, t1, src, dst, reduce, p: int):
@@ -33,7 +37,7 @@ def _arrows(ax, t0, t1, src, dst, reduce, p: int):
     ax.set_ylabel("rank")
 
 
-def spacetime(schedule: Schedule, ax=None, round_times: Sequence[float] | None = None):
+def spacetime(schedule: Schedule, ax: Axes | None = None, round_times: Sequence[float] | None = None) -> Axes:
     """Space-time diagram of a schedule: one arrow per remote transfer.
 
     Round ``k`` spans ``[k, k+1)`` unless ``round_times`` (seconds, e.g.
@@ -63,7 +67,7 @@ def spacetime(schedule: Schedule, ax=None, round_times: Sequence[float] | None =
     return ax
 
 
-def spacetime_trace(trace, ax=None, collective: str | None = None):
+def spacetime_trace(trace, ax: Axes | None = None, collective: str | None = None) -> Axes:
     """Space-time diagram of a local world's trace (``LocalWorld.trace``), in measured time."""
     import matplotlib.pyplot as plt
 

@@ -9,10 +9,15 @@ the one link every ring step crosses between nodes.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..schedule import Schedule
 from ..topology import Topology
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 _KIND_STYLE = {
     "gpu": dict(marker="s", color="tab:green", s=160),
@@ -31,7 +36,9 @@ def ring_positions(p: int) -> np.ndarray:
     return np.stack([np.cos(a), np.sin(a)], 1) * max(1.0, p / 6)
 
 
-def draw_topology(topo: Topology, ax=None, link_values=None, labels: bool | None = None):
+def draw_topology(
+    topo: Topology, ax: Axes | None = None, link_values=None, labels: bool | None = None
+) -> Axes:
     """Vertices and cables; ``link_values`` (per directed link, 0..1) colours each
     cable by its busier direction. Returns the axes."""
     import matplotlib.pyplot as plt
@@ -64,7 +71,7 @@ def draw_topology(topo: Topology, ax=None, link_values=None, labels: bool | None
     return ax
 
 
-def draw_round(schedule: Schedule, k: int, topo: Topology | None = None, ax=None):
+def draw_round(schedule: Schedule, k: int, topo: Topology | None = None, ax: Axes | None = None) -> Axes:
     """The transfers of round ``k`` as arrows between ranks, on ``topo`` if given."""
     import matplotlib.pyplot as plt
 
