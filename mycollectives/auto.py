@@ -25,6 +25,6 @@ def choose(
     """The algorithm ``auto`` runs for ``nbytes`` per rank on ``world_size`` ranks.
 
     >>> choose("all_reduce", 8, 64), choose("all_reduce", 8, 64 << 20)
-    ('recursive_doubling', 'ring')
+    ('recursive_doubling', 'rabenseifner')
     """
     return cheapest(collective, world_size, nbytes, machine or DEFAULT_MACHINE, local_size=local_size)
