@@ -181,3 +181,23 @@ def test_tuner_picks_protocol_and_algorithm_by_size():
     algo, proto, _ = tune("all_reduce", 1 << 30, topo)
     assert (algo, proto) == ("nvls", "simple")
     assert ("hierarchical", "ll") in times  # local_size defaults to the node size
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    import mycollectives.auto
+    import mycollectives.cost.counted
+    import mycollectives.cost.formulas
+    import mycollectives.sim
+    import mycollectives.sim.engine
+
+    for mod in (
+        mycollectives.auto,
+        mycollectives.cost.counted,
+        mycollectives.cost.formulas,
+        mycollectives.sim,
+        mycollectives.sim.engine,
+    ):
+        failed, tried = doctest.testmod(mod)
+        assert failed == 0 and tried > 0, mod.__name__
