@@ -185,19 +185,9 @@ def test_tuner_picks_protocol_and_algorithm_by_size():
 
 def test_docstring_examples_run():
     import doctest
+    import importlib
 
-    import mycollectives.auto
-    import mycollectives.cost.counted
-    import mycollectives.cost.formulas
-    import mycollectives.sim
-    import mycollectives.sim.engine
-
-    for mod in (
-        mycollectives.auto,
-        mycollectives.cost.counted,
-        mycollectives.cost.formulas,
-        mycollectives.sim,
-        mycollectives.sim.engine,
-    ):
+    for name in ("auto", "cost.counted", "cost.formulas", "sim", "sim.engine"):
+        mod = importlib.import_module(f"mycollectives.{name}")
         failed, tried = doctest.testmod(mod)
-        assert failed == 0 and tried > 0, mod.__name__
+        assert failed == 0 and tried > 0, name

@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 from .calibrate import Calibration, calibrate, fit_alpha_beta, measure_gamma
-from .choose import DEFAULT_MACHINE, cheapest, counted, crossover_size, predict, spec_for
+from .choose import DEFAULT_MACHINE, cheapest, counted_time, crossover_size, predict, spec_for
 from .counted import Machine, counted_cost, round_load, round_times
 from .formulas import FORMULAS, UPPER_BOUND, closed_form
 
@@ -27,7 +27,7 @@ __all__ = [
     "predict",
     "cheapest",
     "spec_for",
-    "counted",
+    "counted_time",
     "crossover_size",
     "FORMULAS",
     "UPPER_BOUND",

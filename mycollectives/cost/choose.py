@@ -64,7 +64,7 @@ def cheapest(collective: str, world_size: int, nbytes: int, machine: Machine = D
     return next(name for name, t in times.items() if t <= best * (1 + 1e-9))  # ties: menu order
 
 
-def counted(collective: str, algorithm: str, world_size: int, nbytes: int, machine: Machine, **options):
+def counted_time(collective: str, algorithm: str, world_size: int, nbytes: int, machine: Machine, **options):
     """:func:`counted_cost` of the schedule for ``nbytes`` per rank (float32)."""
     return counted_cost(build(spec_for(collective, world_size, nbytes, **options), algorithm), machine)
 
