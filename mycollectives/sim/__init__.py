@@ -11,7 +11,7 @@ from __future__ import annotations
 from .engine import simulate, spec_for_algorithm, spec_for_size
 from .fluid import Paths, drain, max_min_rates
 from .result import SimResult, bus_factor
-from .sweep import crossover, sizes, sweep
+from .sweeps import crossover, sizes, sweep
 from .tuner import tune
 
 __all__ = [

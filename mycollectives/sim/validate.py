@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ..topology import Topology, cluster, dgx_a100, dgx_h100
 from .engine import simulate
-from .sweep import crossover, sizes, sweep
+from .sweeps import crossover, sizes, sweep
 
 
 @dataclass(frozen=True)

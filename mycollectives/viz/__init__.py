@@ -8,10 +8,10 @@ ipywidgets too.
 
 from __future__ import annotations
 
-from .animate import animate, step_through, to_html
+from .animation import animate, step_through, to_html
 from .buffers import buffer_states, draw_buffers, mask_colours, rank_colours
+from .diagrams import spacetime, spacetime_trace
 from .plots import best_changes, busbw_plot, link_heatmap
-from .spacetime import spacetime, spacetime_trace
 from .topo import draw_round, draw_topology, ring_positions
 
 __all__ = [
