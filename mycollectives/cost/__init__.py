@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from .calibrate import Calibration, calibrate, fit_alpha_beta, measure_gamma
+from .calibration import Calibration, calibrate, fit_alpha_beta, measure_gamma
 from .choose import DEFAULT_MACHINE, cheapest, counted_time, crossover_size, predict, spec_for
 from .counted import Machine, counted_cost, round_load, round_times
 from .formulas import FORMULAS, UPPER_BOUND, closed_form
