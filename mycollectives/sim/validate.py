@@ -32,7 +32,8 @@ class Measurement:
 GIB = 1 << 30
 MEASUREMENTS = [
     Measurement("8x A100 SXM, NVSwitch, ring", dgx_a100, "ring", 4 * GIB, 230.0, "nccl_tuning",
-                note="the brief's ~230 GB/s; NCCL's own tuner caps A100 busbw at 235 GB/s"),
+                note="230 GB/s is the plateau commonly reported from nccl-tests (as quoted in issue 3); the closest primary "
+                "source is NCCL's tuner, which caps A100 busbw at 235 GB/s"),
     Measurement("8x A100 SXM (HPE Apollo), ring", dgx_a100, "ring", GIB, 200.0, "nccl_tests_issue149",
                 note="user report"),
     Measurement("8x H100 SXM, NVSwitch, ring", dgx_h100, "ring", 8 * GIB, 370.0, "nccl_tests_issue212",
