@@ -14,7 +14,7 @@ from .graph import NET, NVLINK, PCI, Builder, Topology
 GB = 1e9
 
 # NVLink: 25 GB/s per link per direction; A100 has 12 links, H100 SXM 18
-# (nvidia_a100_whitepaper, nvidia_h100_whitepaper). Usable per link: nccl_topo.
+# (nvidia2020a100, nvidia2022h100). Usable per link: nccl_topo.
 NVLINK_LINK_RAW = 25 * GB
 NVLINK3_LINK_USABLE = 20.0 * GB  # SM80_NVLINK_BW, nccl_topo
 NVLINK4_LINK_USABLE = 20.6 * GB  # SM90_NVLINK_BW, nccl_topo
@@ -40,7 +40,7 @@ NODES = {
     "dgx_a100": dict(links=A100_NVLINKS, per_link=NVLINK3_LINK_USABLE, nvls=0.0, pcie=4, nic="hdr"),
     "dgx_h100": dict(links=H100_NVLINKS, per_link=NVLINK4_LINK_USABLE, nvls=0.0, pcie=5, nic="ndr"),
 }
-SOURCES = ("nvidia_a100_whitepaper", "nvidia_h100_whitepaper", "nccl_topo", "nccl_tuning")
+SOURCES = ("nvidia2020a100", "nvidia2022h100", "nccl_topo", "nccl_tuning")
 
 
 def _node(b: Builder, kind: str, node: int, gpus: int, x0: float) -> list[int]:
@@ -85,7 +85,7 @@ def pcie_box(gen: int = 4, gpus: int = 4) -> Topology:
 
 def nvlink_bridge_pair(gen: int = 4) -> Topology:
     """Two A100 PCIe GPUs joined by NVLink bridges (12 NVLink 3 links, 600 GB/s both ways
-    together, nvidia_a100_pcie), and to the host by PCIe."""
+    together, nvidia2021a100ds), and to the host by PCIe."""
     b = Builder("a100-pcie-nvlink-bridge")
     _gpus(b, 1, 2)
     bridge = b.vertex("nvlink-bridge", "bridge", 0.5, 1.5)
@@ -95,7 +95,7 @@ def nvlink_bridge_pair(gen: int = 4) -> Topology:
             "nvlink", g, bridge, A100_NVLINKS * NVLINK3_LINK_USABLE, A100_NVLINKS * NVLINK_LINK_RAW, NVLINK
         )
         b.cable("pcie", g, host, PCIE_RAW[gen] * PCIE_USABLE_FRACTION, PCIE_RAW[gen], PCI)
-    return b.build(2, 2, sources=("nvidia_a100_pcie", "nccl_topo", "pcie_base_spec"))
+    return b.build(2, 2, sources=("nvidia2021a100ds", "nccl_topo", "pcie_base_spec"))
 
 
 def cluster(
