@@ -191,3 +191,19 @@ def test_docstring_examples_run():
         mod = importlib.import_module(f"mycollectives.{name}")
         failed, tried = doctest.testmod(mod)
         assert failed == 0 and tried > 0, name
+
+
+@pytest.mark.parametrize("p", [6, 8])
+def test_every_algorithm_simulates(p):
+    """The whole menu runs on a two-node cluster, its time at least its busiest link's bytes / bandwidth."""
+    from mycollectives.algorithms import COLLECTIVES, algorithms
+
+    topo = cluster("dgx_a100", 2, nics_per_node=2)
+    for c in COLLECTIVES:
+        for a in algorithms(c):
+            if a == "hierarchical" and p % 8:
+                continue
+            r = simulate(c, a, 3 * 4 * p * p, topo, world_size=p, local_size=4 if p == 8 else None)
+            assert r.time_s > 0 and np.isfinite(r.busbw), (c, a)
+            floor = (r.link_bytes / topo.link_bw).max()
+            assert r.time_s >= floor * (1 - 1e-9), (c, a)
