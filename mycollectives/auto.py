@@ -1,42 +1,30 @@
-"""``algorithm="auto"``: which algorithm to run for a message size and world size.
+"""``algorithm="auto"``: the algorithm the cost model finds fastest (chapter 3).
 
-A first rule of thumb, as MPI libraries used before they had tuning tables:
-latency-bound messages go to the algorithms with the fewest rounds
-(``log p``), bandwidth-bound ones to the algorithms that send each byte the
-fewest times (rings, Rabenseifner, pairwise exchange). The cost model
-(``mycollectives.cost``) replaces these thresholds with a computed choice.
+Like NCCL's tuner, which times every algorithm and protocol as
+``latency + bytes / bandwidth`` and takes the minimum, ``choose`` evaluates
+the closed-form alpha-beta-gamma time of every algorithm on the menu
+(:func:`mycollectives.cost.predict`) and returns the cheapest. The answer
+depends only on its arguments, so every rank picks the same algorithm.
+
+``hierarchical`` needs the node size; it is considered only when
+``local_size`` is given and divides the world size.
 """
 
 from __future__ import annotations
 
-SMALL = 64 * 1024  # bytes per rank below which latency dominates
-
-_SMALL = {
-    "broadcast": "binomial",
-    "reduce": "binomial",
-    "all_reduce": "recursive_doubling",
-    "all_gather": "bruck",
-    "reduce_scatter": "recursive_halving",
-    "scatter": "binomial",
-    "gather": "binomial",
-    "all_to_all": "bruck",
-    "barrier": "dissemination",
-}
-_LARGE = {
-    "broadcast": "scatter_allgather",
-    "reduce": "rabenseifner",
-    "all_reduce": "ring",
-    "all_gather": "ring",
-    "reduce_scatter": "ring",
-    "scatter": "binomial",
-    "gather": "binomial",
-    "all_to_all": "pairwise",
-    "barrier": "dissemination",
-}
+from .cost import DEFAULT_MACHINE, Machine, cheapest
 
 
-def choose(collective: str, world_size: int, nbytes: int) -> str:
-    """The algorithm ``auto`` runs; every rank computes the same answer."""
-    if world_size <= 2 and collective == "broadcast":
-        return "linear"
-    return (_SMALL if nbytes < SMALL else _LARGE)[collective]
+def choose(
+    collective: str,
+    world_size: int,
+    nbytes: int,
+    machine: Machine | None = None,
+    local_size: int | None = None,
+) -> str:
+    """The algorithm ``auto`` runs for ``nbytes`` per rank on ``world_size`` ranks.
+
+    >>> choose("all_reduce", 8, 64), choose("all_reduce", 8, 64 << 20)
+    ('recursive_doubling', 'rabenseifner')
+    """
+    return cheapest(collective, world_size, nbytes, machine or DEFAULT_MACHINE, local_size=local_size)

@@ -1,0 +1,252 @@
+"""Closed-form alpha-beta-gamma times of every algorithm in the menu (chapter 3).
+
+Each formula is the textbook one (Thakur, Rabenseifner and Gropp 2005,
+``thakur2005``; Patarasuk and Yuan 2009, ``patarasuk2009``; Bruck et al.
+1997, ``bruck1997``), written out for any ``p``, including the fold-in of the
+``e = p - p2`` ranks beyond a power of two ``p2``. With ``n`` elements of
+``s`` bytes, ``c = n / p`` (or the block size, for the block collectives):
+
+========================  ===============================================
+ring all-reduce           ``2(p-1) alpha + (p-1) c s (2 beta + gamma)``
+recursive doubling        ``log2(p) (alpha + n s (beta + gamma))``
+Rabenseifner              ``2 log2(p) alpha + (p-1) c s (2 beta + gamma)``
+binomial broadcast        ``ceil(log2 p) (alpha + n s beta)``
+========================  ===============================================
+
+(the last three for ``p`` a power of two). They agree exactly with
+:func:`~mycollectives.cost.counted.counted_cost` whenever ``p`` divides the
+vector (``tests/test_cost.py`` checks ``p = 2..64``); otherwise the largest
+chunk is ``ceil(n / p)`` and the formula is an upper bound. The pipelined
+double binary tree's formula is an upper bound too: its fill and drain
+rounds are lighter than the steady state it charges for every round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ..schedule import ceil_log2, floor_pow2, num_segments
+from .counted import Machine
+
+Formula = Callable[..., float]
+FORMULAS: dict[tuple[str, str], Formula] = {}
+UPPER_BOUND = {("all_reduce", "double_binary_tree")}  # not exact, see module docstring
+
+
+def formula(collective: str, algorithm: str) -> Callable[[Formula], Formula]:
+    def deco(fn: Formula) -> Formula:
+        FORMULAS[collective, algorithm] = fn
+        return fn
+
+    return deco
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _fold(p: int) -> tuple[int, int, int, int]:
+    """``p2``, ``log2 p2``, ``e`` (extra ranks) and ``sum_k min(2**k, e)``."""
+    p2 = floor_pow2(p)
+    k = p2.bit_length() - 1
+    e = p - p2
+    return p2, k, e, sum(min(1 << i, e) for i in range(k))
+
+
+def _binomial_blocks(p: int) -> int:
+    """Blocks the busiest rank sends over a binomial scatter: ``sum min(2^k, p - 2^k)``."""
+    return sum(min(1 << k, p - (1 << k)) for k in range(ceil_log2(p)))
+
+
+def _recursive(m: Machine, p: int, c: float, reduce: bool) -> float:
+    """The power-of-two core of recursive halving (reduce) or doubling (copy)."""
+    p2, k, _, ext = _fold(p)
+    return k * m.alpha + (p2 - 1 + ext) * c * (m.beta + (m.gamma if reduce else 0.0))
+
+
+# --- broadcast and reduce ----------------------------------------------------
+
+
+@formula("broadcast", "linear")
+def _bcast_linear(m, p, n, s, **_):
+    return (p - 1) * m.time(1, n * s)
+
+
+@formula("broadcast", "binomial")
+def _bcast_binomial(m, p, n, s, **_):
+    return ceil_log2(p) * m.time(1, n * s)
+
+
+@formula("broadcast", "chain")
+def _bcast_chain(m, p, n, s, segment=None, **_):
+    nseg = num_segments(n, segment)
+    return (p - 2 + nseg) * m.alpha + ((p - 2) * _cdiv(n, nseg) + n) * s * m.beta
+
+
+@formula("broadcast", "scatter_allgather")
+def _bcast_sag(m, p, n, s, **_):
+    c = _cdiv(n, p) * s
+    return ceil_log2(p) * m.alpha + _binomial_blocks(p) * c * m.beta + (p - 1) * m.time(1, c)
+
+
+@formula("reduce", "linear")
+def _reduce_linear(m, p, n, s, **_):
+    return (p - 1) * m.time(1, n * s, n * s)
+
+
+@formula("reduce", "binomial")
+def _reduce_binomial(m, p, n, s, **_):
+    return ceil_log2(p) * m.time(1, n * s, n * s)
+
+
+@formula("reduce", "rabenseifner")
+def _reduce_rabenseifner(m, p, n, s, **_):
+    c, e = _cdiv(n, p) * s, p - floor_pow2(p)
+    folds = (e > 0) * (m.time(1, n * s, n * s) + m.time(1, c))
+    gather = ceil_log2(p) * m.alpha + _binomial_blocks(p) * c * m.beta
+    return folds + _recursive(m, p, c, True) + gather
+
+
+# --- all-reduce --------------------------------------------------------------
+
+
+@formula("all_reduce", "reduce_broadcast")
+def _ar_reduce_broadcast(m, p, n, s, **_):
+    return ceil_log2(p) * (m.time(1, n * s, n * s) + m.time(1, n * s))
+
+
+@formula("all_reduce", "ring")
+def _ar_ring(m, p, n, s, **_):
+    c = _cdiv(n, p) * s
+    return (p - 1) * (m.time(1, c, c) + m.time(1, c))
+
+
+@formula("all_reduce", "recursive_doubling")
+def _ar_rd(m, p, n, s, **_):
+    _, k, e, _ = _fold(p)
+    return k * m.time(1, n * s, n * s) + (e > 0) * (m.time(1, n * s, n * s) + m.time(1, n * s))
+
+
+@formula("all_reduce", "rabenseifner")
+def _ar_rabenseifner(m, p, n, s, **_):
+    c, e = _cdiv(n, p) * s, p - floor_pow2(p)
+    folds = (e > 0) * (m.time(1, n * s, n * s) + m.time(1, n * s))
+    return folds + _recursive(m, p, c, True) + _recursive(m, p, c, False)
+
+
+@formula("all_reduce", "double_binary_tree")
+def _ar_dbt(m, p, n, s, segment=None, **_):
+    """Upper bound: ``S + 2H`` rounds (``S`` segments per tree, ``H`` the taller
+    tree's height), each charged as the steady state of the busiest rank, which
+    talks to its parent and children in both trees at once."""
+    from ..algorithms.trees import _heights_depths, btree_parents, mirrored_parents
+
+    half = _cdiv(n, 2)
+    nseg = num_segments(half, segment)
+    seg = _cdiv(half, nseg) * s
+    trees = [btree_parents(p), mirrored_parents(p)]
+    children = sum(np.bincount(t[t >= 0], minlength=p) for t in trees)  # per rank, both trees
+    peers = children + sum((t >= 0).astype(int) for t in trees)
+    height = max(int(_heights_depths(t)[0].max()) for t in trees)
+    busiest = int(peers.max())
+    return (nseg + 2 * height) * m.time(busiest, busiest * seg, int(children.max()) * seg)
+
+
+@formula("all_reduce", "hierarchical")
+def _ar_hierarchical(m, p, n, s, local_size=None, **_):
+    local = local_size or p
+    nodes = p // local
+    c_node, c_rail = _cdiv(n, local) * s, _cdiv(n, local * nodes) * s
+    intra = (local - 1) * (m.time(1, c_node, c_node) + m.time(1, c_node))
+    inter = (nodes - 1) * (m.time(1, c_rail, c_rail) + m.time(1, c_rail))
+    return intra + inter
+
+
+# --- all-gather and reduce-scatter (n = one rank's block) -------------------
+
+
+@formula("all_gather", "ring")
+def _ag_ring(m, p, n, s, **_):
+    return (p - 1) * m.time(1, n * s)
+
+
+@formula("all_gather", "recursive_doubling")
+def _ag_rd(m, p, n, s, **_):
+    e = p - floor_pow2(p)
+    return _recursive(m, p, n * s, False) + (e > 0) * (m.time(1, n * s) + m.time(1, (p - 1) * n * s))
+
+
+@formula("all_gather", "bruck")
+def _ag_bruck(m, p, n, s, **_):
+    return ceil_log2(p) * m.alpha + _binomial_blocks(p) * n * s * m.beta
+
+
+@formula("reduce_scatter", "ring")
+@formula("reduce_scatter", "pairwise")
+def _rs_ring(m, p, n, s, **_):
+    return (p - 1) * m.time(1, n * s, n * s)
+
+
+@formula("reduce_scatter", "recursive_halving")
+def _rs_rh(m, p, n, s, **_):
+    e = p - floor_pow2(p)
+    folds = (e > 0) * (m.time(1, p * n * s, p * n * s) + m.time(1, n * s))
+    return folds + _recursive(m, p, n * s, True)
+
+
+# --- scatter, gather, all-to-all (n = one block), barrier -------------------
+
+
+@formula("scatter", "linear")
+@formula("gather", "linear")
+def _linear_blocks(m, p, n, s, **_):
+    return (p - 1) * m.time(1, n * s)
+
+
+@formula("scatter", "binomial")
+@formula("gather", "binomial")
+def _binomial_tree_blocks(m, p, n, s, **_):
+    return ceil_log2(p) * m.alpha + _binomial_blocks(p) * n * s * m.beta
+
+
+@formula("all_to_all", "linear")
+@formula("all_to_all", "pairwise")
+def _a2a_direct(m, p, n, s, **_):
+    return (p - 1) * m.time(1, n * s)
+
+
+@formula("all_to_all", "bruck")
+def _a2a_bruck(m, p, n, s, **_):
+    """Round ``k`` moves the slots whose index has bit ``k`` set."""
+    moved = [(p >> (k + 1) << k) + max(0, p % (2 << k) - (1 << k)) for k in range(ceil_log2(p))]
+    return sum(m.time(1, j * n * s) for j in moved)
+
+
+@formula("barrier", "dissemination")
+def _barrier(m, p, n, s, **_):
+    return ceil_log2(p) * m.time(1, s)
+
+
+def closed_form(
+    collective: str,
+    algorithm: str,
+    world_size: int,
+    count: int,
+    machine: Machine,
+    itemsize: int = 4,
+    **params,
+) -> float:
+    """Closed-form time of ``algorithm`` for ``count`` elements on ``world_size`` ranks.
+
+    ``count`` means what :class:`~mycollectives.algorithms.Spec` says it
+    means (a whole vector, or one rank's block); ``params`` are ``segment``
+    (elements) and ``local_size``.
+
+    >>> closed_form("all_reduce", "ring", 4, 8, Machine(alpha=1.0, beta=0.0))
+    6.0
+    """
+    if world_size <= 1 or (count == 0 and collective != "barrier"):
+        return 0.0
+    return float(FORMULAS[collective, algorithm](machine, world_size, count, itemsize, **params))

@@ -1,0 +1,30 @@
+"""Simulating schedules on topologies (chapter 4): time, algbw, busbw, timeline, link use.
+
+>>> from mycollectives.sim import simulate
+>>> from mycollectives.topology import dgx_a100
+>>> simulate("all_reduce", "ring", 1 << 20, dgx_a100())  # doctest: +ELLIPSIS
+SimResult(all_reduce/ring/simple on dgx_a100, p=8, 1048576 B: ...)
+"""
+
+from __future__ import annotations
+
+from .engine import simulate, spec_for_algorithm, spec_for_size
+from .fluid import Paths, drain, max_min_rates
+from .result import SimResult, bus_factor
+from .sweeps import crossover, sizes, sweep
+from .tuner import tune
+
+__all__ = [
+    "simulate",
+    "spec_for_size",
+    "spec_for_algorithm",
+    "SimResult",
+    "bus_factor",
+    "Paths",
+    "drain",
+    "max_min_rates",
+    "sweep",
+    "crossover",
+    "sizes",
+    "tune",
+]

@@ -1,0 +1,33 @@
+"""Pictures of schedules and simulations, all drawn from the same schedules or traces.
+
+Chapter 3 uses the space-time diagrams, buffer pictures and animations;
+chapter 4 the topology drawings, link heatmaps and busbw plots. Everything
+needs matplotlib (the ``book`` and ``test`` extras); ``step_through`` needs
+ipywidgets too.
+"""
+
+from __future__ import annotations
+
+from .animation import animate, step_through, to_html
+from .buffers import buffer_states, draw_buffers, mask_colours, rank_colours
+from .diagrams import spacetime, spacetime_trace
+from .plots import best_changes, busbw_plot, link_heatmap
+from .topo import draw_round, draw_topology, ring_positions
+
+__all__ = [
+    "spacetime",
+    "spacetime_trace",
+    "buffer_states",
+    "draw_buffers",
+    "mask_colours",
+    "rank_colours",
+    "draw_topology",
+    "draw_round",
+    "ring_positions",
+    "animate",
+    "to_html",
+    "step_through",
+    "link_heatmap",
+    "busbw_plot",
+    "best_changes",
+]

@@ -1,0 +1,91 @@
+"""Buffers per rank, coloured by whose data they hold (chapter 3 figures).
+
+:func:`buffer_states` replays a schedule on labels instead of numbers, as
+``verify`` does: every element carries the set of ranks whose contribution
+it holds (a bit mask). :func:`draw_buffers` paints one row per rank, one cell
+per element: white is empty, a rank's own colour is its data alone, a blend
+of colours is a partial sum, and dark grey is the sum over every rank.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..algorithms import Spec
+from ..schedule import OUT, WORK, Schedule
+from ..verify import _init
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+
+def _spec(schedule: Schedule) -> Spec:
+    return Spec(schedule.collective, schedule.world_size, **schedule.params)
+
+
+def result_buffer(schedule: Schedule) -> int:
+    """The buffer a collective's answer ends in: ``OUT`` for all-to-all, else ``WORK``."""
+    return OUT if OUT in schedule.buffers else WORK
+
+
+def buffer_states(schedule: Schedule, buffer: int | None = None) -> list[list[np.ndarray]]:
+    """``states[k][r]``: masks of rank ``r``'s ``buffer`` before round ``k`` (and after the last)."""
+    spec, p = _spec(schedule), schedule.world_size
+    state = [{b: lab[1].copy() for b, lab in _init(schedule, spec, r).items()} for r in range(p)]
+    buf = result_buffer(schedule) if buffer is None else buffer
+    out = [[s[buf].copy() for s in state]]
+    for rnd in schedule.rounds:
+        new = [{b: m.copy() for b, m in s.items()} for s in state]
+        for src, dst, sb, so, db, do, cnt, red in rnd.transfers():
+            data = state[src][sb][so : so + cnt]
+            if red:
+                new[dst][db][do : do + cnt] |= data
+            else:
+                new[dst][db][do : do + cnt] = data
+        state = new
+        out.append([s[buf].copy() for s in state])
+    return out
+
+
+def rank_colours(p: int) -> np.ndarray:
+    """One RGB colour per rank (matplotlib's tab10/tab20, then a hue wheel)."""
+    import matplotlib
+
+    if p <= 10:
+        return np.array(matplotlib.colormaps["tab10"].colors[:p])
+    if p <= 20:
+        return np.array(matplotlib.colormaps["tab20"].colors[:p])
+    return matplotlib.colormaps["hsv"](np.linspace(0, 1, p, endpoint=False))[:, :3]
+
+
+def mask_colours(masks: np.ndarray, p: int) -> np.ndarray:
+    """RGB for each mask: white empty, rank colour, blend of contributors, grey when complete."""
+    colours = rank_colours(p)
+    bits = ((masks[..., None] >> np.arange(p, dtype=np.uint64)) & np.uint64(1)).astype(float)
+    n = bits.sum(-1, keepdims=True)
+    rgb = np.where(n > 0, bits @ colours / np.maximum(n, 1), 1.0)
+    full = n[..., 0] == p
+    rgb[full] = 0.25 if p > 1 else rgb[full]
+    return rgb
+
+
+def draw_buffers(schedule: Schedule, step: int = -1, ax: Axes | None = None, states=None) -> Axes:
+    """Each rank's buffer before round ``step`` (``-1``: at the end), one row per rank."""
+    import matplotlib.pyplot as plt
+
+    states = states or buffer_states(schedule)
+    p = schedule.world_size
+    masks = states[step]
+    width = max((len(m) for m in masks), default=0)
+    grid = np.zeros((p, width), dtype=np.uint64)
+    for r, m in enumerate(masks):
+        grid[r, : len(m)] = m
+    ax = ax or plt.subplots(figsize=(min(12, 2 + width * 0.3), 0.4 * p + 1))[1]
+    ax.imshow(mask_colours(grid, p), aspect="auto", interpolation="nearest")
+    ax.set_yticks(range(p), [f"rank {r}" for r in range(p)])
+    ax.set_xlabel("element")
+    k = len(states) - 1 if step == -1 else step
+    ax.set_title(f"{schedule.collective}/{schedule.algorithm}: buffers after {k} of {len(states) - 1} rounds")
+    return ax

@@ -1,0 +1,88 @@
+"""Space-time diagrams: ranks down the side, time across, one arrow per transfer (chapter 3).
+
+The same drawing serves a schedule (time = round number, or the simulator's
+round times), a simulation, or the trace a local world records while it runs
+(``LocalWorld.trace``: measured send and receive times).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..schedule import Schedule
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+
+def _arrows(ax, t0, t1, src, dst, reduce, p: int):
+    from matplotlib.collections import LineCollection
+
+    colours = np.where(np.asarray(reduce, bool)[:, None], [[0.84, 0.15, 0.16]], [[0.12, 0.47, 0.71]])
+    segs = np.stack([np.stack([t0, src], 1), np.stack([t1, dst], 1)], 1)
+    ax.add_collection(LineCollection(segs, colors=colours, linewidths=1.2))
+    if len(segs) <= 2000:  # arrow heads, when there are few enough to see
+        for a, b, c, d, col in zip(t0, src, t1, dst, colours):
+            ax.annotate(
+                "",
+                (c, d),
+                (a + 0.9 * (c - a), b + 0.9 * (d - b)),
+                arrowprops=dict(arrowstyle="->", color=col),
+            )
+    ax.set_ylim(p - 0.5, -0.5)
+    ax.set_yticks(range(p) if p <= 32 else np.linspace(0, p - 1, 9).astype(int))
+    ax.set_ylabel("rank")
+
+
+def spacetime(schedule: Schedule, ax: Axes | None = None, round_times: Sequence[float] | None = None) -> Axes:
+    """Space-time diagram of a schedule: one arrow per remote transfer.
+
+    Round ``k`` spans ``[k, k+1)`` unless ``round_times`` (seconds, e.g.
+    ``SimResult.round_time``) gives each round's duration. Red arrows reduce,
+    blue ones copy. Returns the axes; ``ax.collections[0]`` holds the arrows.
+    """
+    import matplotlib.pyplot as plt
+
+    p = schedule.world_size
+    dur = np.ones(len(schedule.rounds)) if round_times is None else np.asarray(round_times, float)
+    start = np.concatenate([[0.0], np.cumsum(dur)])
+    cols = {k: [] for k in ("t0", "t1", "src", "dst", "reduce")}
+    for k, r in enumerate(schedule.rounds):
+        remote = r.src != r.dst
+        cols["t0"].append(np.full(remote.sum(), start[k]))
+        cols["t1"].append(np.full(remote.sum(), start[k + 1]))
+        for c in ("src", "dst", "reduce"):
+            cols[c].append(getattr(r, c)[remote])
+    cols = {k: np.concatenate(v) if v else np.zeros(0) for k, v in cols.items()}
+    ax = ax or plt.subplots(figsize=(8, 0.35 * min(p, 32) + 1.5))[1]
+    _arrows(ax, cols["t0"], cols["t1"], cols["src"], cols["dst"], cols["reduce"], p)
+    for x in start:
+        ax.axvline(x, color="0.85", lw=0.5, zorder=0)
+    ax.set_xlim(0, start[-1] if len(start) > 1 else 1)
+    ax.set_xlabel("round" if round_times is None else "time (s)")
+    ax.set_title(f"{schedule.collective}/{schedule.algorithm}, p={p}")
+    return ax
+
+
+def spacetime_trace(trace, ax: Axes | None = None, collective: str | None = None) -> Axes:
+    """Space-time diagram of a local world's trace (``LocalWorld.trace``), in measured time."""
+    import matplotlib.pyplot as plt
+
+    events = [e for e in trace if collective is None or e.collective == collective]
+    if not events:
+        raise ValueError("no trace events to draw")
+    t_origin = min(e.t_send for e in events)
+    t0 = np.array([e.t_send - t_origin for e in events]) * 1e3
+    t1 = np.array([(e.t_recv if e.t_recv is not None else e.t_send) - t_origin for e in events]) * 1e3
+    src = np.array([e.src for e in events])
+    dst = np.array([e.dst for e in events])
+    p = int(max(src.max(), dst.max())) + 1
+    ax = ax or plt.subplots(figsize=(8, 0.35 * min(p, 32) + 1.5))[1]
+    _arrows(ax, t0, t1, src, dst, np.zeros(len(events), bool), p)
+    ax.set_xlim(0, max(t1.max(), 1e-6))
+    ax.set_xlabel("time (ms)")
+    ax.set_title(f"trace: {events[0].collective}/{events[0].algorithm}, {len(events)} messages")
+    return ax

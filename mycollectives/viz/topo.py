@@ -1,0 +1,104 @@
+"""Topologies and the traffic of one round drawn on them (chapter 4).
+
+:func:`draw_topology` places each vertex where its preset put it and draws
+each cable once, coloured by how busy it was if given a per-link value (the
+simulator's utilisation). :func:`draw_round` overlays the transfers of one
+round as arrows from GPU to GPU: the picture of a ring step on a DGX, or of
+the one link every ring step crosses between nodes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..schedule import Schedule
+from ..topology import Topology
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+_KIND_STYLE = {
+    "gpu": dict(marker="s", color="tab:green", s=160),
+    "nvswitch": dict(marker="D", color="tab:purple", s=140),
+    "bridge": dict(marker="D", color="tab:purple", s=100),
+    "host": dict(marker="h", color="tab:gray", s=180),
+    "nic": dict(marker="o", color="tab:orange", s=70),
+    "leaf": dict(marker="^", color="tab:blue", s=120),
+    "spine": dict(marker="^", color="tab:red", s=160),
+}
+
+
+def ring_positions(p: int) -> np.ndarray:
+    """Ranks on a circle (for schedules drawn without a topology)."""
+    a = np.pi / 2 - 2 * np.pi * np.arange(p) / max(p, 1)
+    return np.stack([np.cos(a), np.sin(a)], 1) * max(1.0, p / 6)
+
+
+def draw_topology(
+    topo: Topology, ax: Axes | None = None, link_values=None, labels: bool | None = None
+) -> Axes:
+    """Vertices and cables; ``link_values`` (per directed link, 0..1) colours each
+    cable by its busier direction. Returns the axes."""
+    import matplotlib.pyplot as plt
+    from matplotlib.collections import LineCollection
+
+    ax = ax or plt.subplots(figsize=(min(14, 2 + np.ptp(topo.pos[:, 0]) * 0.6), 4))[1]
+    pairs = np.arange(0, topo.num_links, 2)  # builder adds the two directions together
+    a, b = topo.link_src[pairs], topo.link_dst[pairs]
+    segs = np.stack([topo.pos[a], topo.pos[b]], 1)
+    if link_values is None:
+        lc = LineCollection(segs, colors="0.6", linewidths=1.0, zorder=1)
+    else:
+        v = np.maximum(np.asarray(link_values)[pairs], np.asarray(link_values)[pairs + 1])
+        lc = LineCollection(segs, cmap="viridis", linewidths=2.5, zorder=1)
+        lc.set_array(v)
+        lc.set_clim(0, 1)
+        plt.colorbar(lc, ax=ax, label="link utilisation")
+    ax.add_collection(lc)
+    kinds = np.array(topo.kinds)
+    for kind, style in _KIND_STYLE.items():
+        sel = kinds == kind
+        if sel.any():
+            ax.scatter(*topo.pos[sel].T, zorder=3, label=kind, **style)
+    if labels or (labels is None and topo.num_gpus <= 16):
+        for g in range(topo.num_gpus):
+            ax.annotate(str(g), topo.pos[g], ha="center", va="center", fontsize=7, color="white", zorder=4)
+    ax.set_title(topo.name)
+    ax.set_axis_off()
+    ax.autoscale_view()
+    return ax
+
+
+def draw_round(schedule: Schedule, k: int, topo: Topology | None = None, ax: Axes | None = None) -> Axes:
+    """The transfers of round ``k`` as arrows between ranks, on ``topo`` if given."""
+    import matplotlib.pyplot as plt
+
+    p = schedule.world_size
+    if topo is not None:
+        ax = draw_topology(topo, ax)
+        pos = topo.pos[:p] + [0, 0.25]
+    else:
+        ax = ax or plt.subplots(figsize=(5, 5))[1]
+        pos = ring_positions(p)
+        ax.scatter(*pos.T, s=300, color="tab:green", zorder=3)
+        for r in range(p):
+            ax.annotate(str(r), pos[r], ha="center", va="center", color="white", zorder=4)
+        ax.set_aspect("equal")
+        ax.set_axis_off()
+    r = schedule.rounds[k]
+    remote = r.src != r.dst
+    for s, d, red in zip(r.src[remote], r.dst[remote], r.reduce[remote]):
+        ax.annotate(
+            "",
+            pos[d],
+            pos[s],
+            arrowprops=dict(
+                arrowstyle="-|>", color="tab:red" if red else "tab:blue", connectionstyle="arc3,rad=0.25"
+            ),
+            zorder=5,
+        )
+    ax.set_title(f"{schedule.collective}/{schedule.algorithm}: round {k + 1} of {len(schedule.rounds)}")
+    ax.autoscale_view()
+    return ax

@@ -1,0 +1,162 @@
+"""Pictures come from the schedules: one arrow per transfer, buffers that match verify, a playable animation."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+matplotlib = pytest.importorskip("matplotlib")
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+import mycollectives as mc  # noqa: E402
+from mycollectives.algorithms import Spec, build  # noqa: E402
+from mycollectives.sim import simulate, sweep  # noqa: E402
+from mycollectives.topology import cluster, dgx_a100  # noqa: E402
+from mycollectives.viz import (  # noqa: E402
+    animate,
+    best_changes,
+    buffer_states,
+    busbw_plot,
+    draw_buffers,
+    draw_round,
+    draw_topology,
+    link_heatmap,
+    mask_colours,
+    spacetime,
+    spacetime_trace,
+    to_html,
+)
+
+
+@pytest.fixture(autouse=True)
+def _close():
+    yield
+    plt.close("all")
+
+
+def _remote(schedule):
+    return sum(int((r.src != r.dst).sum()) for r in schedule.rounds)
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "recursive_doubling", "double_binary_tree"])
+def test_spacetime_draws_one_arrow_per_transfer(algorithm):
+    s = build(Spec("all_reduce", 6, count=12, segment=3), algorithm)
+    ax = spacetime(s)
+    assert len(ax.collections[0].get_segments()) == _remote(s)
+    ax = spacetime(s, round_times=np.full(len(s.rounds), 2e-6))
+    assert ax.get_xlim()[1] == pytest.approx(2e-6 * len(s.rounds))
+
+
+def test_spacetime_of_a_simulation_uses_its_round_times():
+    from mycollectives.sim import spec_for_algorithm
+
+    r = simulate("all_reduce", "double_binary_tree", 1 << 22, dgx_a100())
+    s = build(spec_for_algorithm("all_reduce", "double_binary_tree", 8, 1 << 22), "double_binary_tree")
+    assert len(s.rounds) == len(r.round_time)
+    ax = spacetime(s, round_times=r.round_time)
+    assert ax.get_xlim()[1] == pytest.approx(r.round_time.sum())
+
+
+def test_trace_diagram_from_a_local_world():
+    import torch
+
+    world = mc.LocalWorld(4)
+    world.run(lambda rank: mc.all_reduce(torch.ones(8), algorithm="ring"))
+    ax = spacetime_trace(world.trace, collective="all_reduce")
+    mine = [e for e in world.trace if e.collective == "all_reduce"]
+    assert len(ax.collections[0].get_segments()) == len(mine) == 24  # 2(p-1) rounds of p messages
+    with pytest.raises(ValueError):
+        spacetime_trace([])
+
+
+@pytest.mark.parametrize(
+    "collective,algorithm,full",
+    [("all_reduce", "ring", True), ("all_gather", "bruck", False), ("reduce", "binomial", None)],
+)
+def test_buffer_states_end_where_the_collective_says(collective, algorithm, full):
+    p = 5
+    s = build(Spec(collective, p, count=10), algorithm)
+    states = buffer_states(s)
+    assert len(states) == len(s.rounds) + 1
+    everyone = np.uint64((1 << p) - 1)
+    if full:  # every element on every rank holds every contribution
+        assert all((m == everyone).all() for m in states[-1])
+    elif full is False:  # all-gather: block j holds rank j's data alone
+        for m in states[-1]:
+            assert (m.reshape(p, -1) == (np.uint64(1) << np.arange(p, dtype=np.uint64))[:, None]).all()
+    else:  # reduce: the root alone ends complete
+        assert (states[-1][0] == everyone).all() and not (states[-1][1] == everyone).all()
+    assert not (states[0][0] == everyone).all()
+
+
+def test_mask_colours_white_empty_grey_full_own_colour_alone():
+    rgb = mask_colours(np.array([0, 1, 0b111], dtype=np.uint64), 3)
+    assert rgb[0].tolist() == [1.0, 1.0, 1.0]
+    assert rgb[2].tolist() == [0.25] * 3
+    assert not np.allclose(rgb[1], rgb[0])
+
+
+def test_draw_buffers_and_rounds():
+    s = build(Spec("all_reduce", 4, count=8), "ring")
+    ax = draw_buffers(s, 2)
+    assert ax.images[0].get_array().shape[:2] == (4, 8)
+    ax = draw_round(s, 0, dgx_a100())
+    assert len([t for t in ax.texts if t.arrow_patch is not None]) == 4
+    ax = draw_round(s, 1)
+    assert "round 2" in ax.get_title()
+
+
+def test_topology_and_heatmap_from_a_simulation():
+    r = simulate("all_reduce", "ring", 1 << 20, cluster("dgx_a100", 2, nics_per_node=2))
+    ax = draw_topology(r.topology, link_values=r.link_utilisation)
+    assert len(ax.collections[0].get_segments()) == r.topology.num_links // 2
+    ax = link_heatmap(r)
+    shown = ax.images[0].get_array()
+    assert shown.shape[1] == len(r.round_time) and 0 <= shown.min() and shown.max() <= 1 + 1e-6
+
+
+def test_busbw_plot_marks_the_crossovers():
+    res = sweep(
+        "all_reduce", ["recursive_doubling", "ring"], dgx_a100(), [1 << 10, 1 << 16, 1 << 22, 1 << 28]
+    )
+    changes = best_changes(res)
+    assert changes and changes[0][1:] == ("recursive_doubling", "ring")
+    ax = busbw_plot(res)
+    assert len(ax.lines) == 2 + len(changes)
+
+
+def test_animation_is_self_contained_html():
+    s = build(Spec("all_reduce", 3, count=3), "ring")
+    html = to_html(animate(s, interval=100))
+    assert "<script" in html and html.count("data:image/png;base64") >= 1
+    assert f"frames[{len(s.rounds) - 1}]" in html
+    assert 'class="fa ' not in html  # buttons labelled without Font Awesome
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs a chromium browser")
+def test_animation_plays_in_a_browser(tmp_path):
+    s = build(Spec("broadcast", 4, count=4), "binomial")
+    page = tmp_path / "anim.html"
+    page.write_text(to_html(animate(s, interval=100)))
+    cmd = [
+        "chromium",
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--virtual-time-budget=2000",
+        "--dump-dom",
+    ]
+    dom = subprocess.run([*cmd, page.as_uri()], capture_output=True, text=True, timeout=60).stdout
+    assert 'src="data:image/png;base64' in dom  # the player put a frame on the page
+
+
+def test_step_through_builds_a_widget():
+    pytest.importorskip("ipywidgets")
+    from mycollectives.viz import step_through
+
+    box = step_through(build(Spec("all_reduce", 3, count=3), "ring"))
+    assert box.children[0].max == 3
