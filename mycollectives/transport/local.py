@@ -119,8 +119,8 @@ class LocalWorld:
 
     def _take(self, src: int, dst: int, tag: int, timeout: float):
         deadline = time.monotonic() + timeout
-        box = self._boxes[(src, dst, tag)]
-        with self._cond:
+        with self._cond:  # look the mailbox up under the lock: _post may be creating it
+            box = self._boxes[(src, dst, tag)]
             while not box:
                 if src in self._failed:
                     raise TransportPeerError(f"rank {src} failed: {self._failed[src]!r}")
