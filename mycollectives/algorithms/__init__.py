@@ -57,6 +57,12 @@ class Spec:
     local_size: int | None = None  # ranks per node (hierarchical)
     splits: tuple[tuple[int, ...], ...] | None = None
 
+    @property
+    def from_root(self) -> np.ndarray:
+        """Real rank of each virtual rank, counting from the root: rooted
+        algorithms are written with the root as rank 0, then relabelled."""
+        return (self.root + np.arange(self.world_size)) % self.world_size
+
 
 Builder = Callable[[Spec], list[Round]]
 _REGISTRY: dict[str, dict[str, Builder]] = {c: {} for c in COLLECTIVES}

@@ -45,26 +45,21 @@ def chain_broadcast(k: int, segments: Chunks) -> list[Round]:
     return rounds
 
 
-def _relative(spec: Spec) -> np.ndarray:
-    p = spec.world_size
-    return (spec.root + np.arange(p)) % p
-
-
 @register("broadcast", "linear")
 def linear(spec: Spec) -> list[Round]:
     others = np.arange(1, spec.world_size)
-    return relabel([Round.of(0, others, 0, spec.count)], _relative(spec))
+    return relabel([Round.of(0, others, 0, spec.count)], spec.from_root)
 
 
 @register("broadcast", "binomial")
 def binomial(spec: Spec) -> list[Round]:
-    return relabel(binomial_broadcast(spec.world_size, 0, spec.count), _relative(spec))
+    return relabel(binomial_broadcast(spec.world_size, 0, spec.count), spec.from_root)
 
 
 @register("broadcast", "chain", uses=("segment",))
 def chain(spec: Spec) -> list[Round]:
     segments = split(spec.count, num_segments(spec.count, spec.segment))
-    return relabel(chain_broadcast(spec.world_size, segments), _relative(spec))
+    return relabel(chain_broadcast(spec.world_size, segments), spec.from_root)
 
 
 @register("broadcast", "scatter_allgather")
@@ -77,4 +72,4 @@ def scatter_allgather(spec: Spec) -> list[Round]:
     p = spec.world_size
     chunks = split(spec.count, p)
     rounds = binomial_scatter(p, chunks) + ring_all_gather(p, chunks)
-    return relabel(rounds, _relative(spec))
+    return relabel(rounds, spec.from_root)

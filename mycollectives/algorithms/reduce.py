@@ -17,16 +17,11 @@ from .reduce_scatter import rh_reduce_scatter_core
 from .scatter_gather import binomial_scatter
 
 
-def _relative(spec: Spec) -> np.ndarray:
-    p = spec.world_size
-    return (spec.root + np.arange(p)) % p
-
-
 @register("reduce", "linear")
 def linear(spec: Spec) -> list[Round]:
     """Every rank sends its vector to the root, which adds them up as they come."""
     others = np.arange(1, spec.world_size)
-    return relabel([Round.of(others, 0, 0, spec.count, reduce=True)], _relative(spec))
+    return relabel([Round.of(others, 0, 0, spec.count, reduce=True)], spec.from_root)
 
 
 def binomial_reduce(k: int, off: int, count: int) -> list[Round]:
@@ -36,7 +31,7 @@ def binomial_reduce(k: int, off: int, count: int) -> list[Round]:
 
 @register("reduce", "binomial")
 def binomial(spec: Spec) -> list[Round]:
-    return relabel(binomial_reduce(spec.world_size, 0, spec.count), _relative(spec))
+    return relabel(binomial_reduce(spec.world_size, 0, spec.count), spec.from_root)
 
 
 @register("reduce", "rabenseifner")
@@ -55,4 +50,4 @@ def rabenseifner(spec: Spec) -> list[Round]:
         Round.of(partner, extra, *chunks[extra]),  # extra ranks take their finished chunk
         *mirror(binomial_scatter(p, chunks), reduce=False),
     ]
-    return relabel(rounds, _relative(spec))
+    return relabel(rounds, spec.from_root)

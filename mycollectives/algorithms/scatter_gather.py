@@ -40,8 +40,7 @@ def linear_scatter(k: int, chunks: Chunks) -> list[Round]:
 
 def _rooted(spec: Spec, tree) -> list[Round]:
     p = spec.world_size
-    ranks = (spec.root + np.arange(p)) % p
-    return relabel(tree(p, split(p * spec.count, p)), ranks)
+    return relabel(tree(p, split(p * spec.count, p)), spec.from_root)
 
 
 @register("scatter", "linear")
