@@ -174,3 +174,24 @@ def test_auto_choice_is_in_the_menu():
             for nbytes in (0, 1 << 10, 1 << 24):
                 assert auto.choose(c, p, nbytes) in mc.algorithms(c)
     np.testing.assert_equal(len(mc.algorithms("barrier")), 1)
+
+
+def test_group_ranks_and_default_roots_as_in_torch():
+    def fn(rank):
+        t = torch.full((2,), float(rank))
+        mc.broadcast(t, group_src=2)
+        s = torch.empty(1)
+        mc.scatter(s, [torch.tensor([10.0 + i]) for i in range(3)] if rank == 0 else None)  # src defaults to 0
+        if rank == 0:
+            mc.send(torch.tensor([5.0]), group_dst=1)
+        elif rank == 1:
+            got = torch.empty(1)
+            assert mc.recv(got, group_src=0) == 0 and got.item() == 5.0
+        with pytest.raises(ValueError, match="'src' is required"):
+            mc.broadcast(t)
+        with pytest.raises(ValueError, match="both given"):
+            mc.broadcast(t, src=0, group_src=0)
+        mc.barrier(None, False, None, __import__("datetime").timedelta(seconds=5))
+        return t.tolist() + s.tolist()
+
+    assert mc.run_local(fn, 3) == [[2.0, 2.0, 10.0], [2.0, 2.0, 11.0], [2.0, 2.0, 12.0]]

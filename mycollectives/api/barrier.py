@@ -9,8 +9,16 @@ from ..transport import Done
 from .core import Meta, launch
 
 
-def barrier(group=None, async_op: bool = False, *, algorithm: str = "auto", **options):
-    """Block until every rank of the group has called ``barrier``."""
+def barrier(
+    group=None, async_op: bool = False, device_ids=None, timeout=None, *, algorithm: str = "auto", **options
+):
+    """Block until every rank of the group has called ``barrier``.
+
+    ``timeout`` may be seconds or a ``datetime.timedelta``, as in torch;
+    ``device_ids`` is accepted for compatibility and ignored.
+    """
+    if timeout is not None:
+        options["timeout"] = timeout.total_seconds() if hasattr(timeout, "total_seconds") else timeout
     job = launch("barrier", group, algorithm, options, lambda c, t: Meta(torch.uint8, 1))
     job.run({WORK: torch.zeros(1, dtype=torch.uint8, device=job.transport.device)})
     return Done() if async_op else None

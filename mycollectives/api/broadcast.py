@@ -10,7 +10,14 @@ from .core import Meta, launch
 
 
 def broadcast(
-    tensor: torch.Tensor, src: int, group=None, async_op: bool = False, *, algorithm: str = "auto", **options
+    tensor: torch.Tensor,
+    src: int | None = None,
+    group=None,
+    async_op: bool = False,
+    group_src: int | None = None,
+    *,
+    algorithm: str = "auto",
+    **options,
 ):
     """Copy ``tensor`` from rank ``src`` to every rank, in place.
 
@@ -24,7 +31,7 @@ def broadcast(
 
     def validate(c, t):
         c.tensor("tensor", tensor)
-        return Meta(tensor.dtype, tensor.numel(), root=c.rank_arg("src", src, t.group_rank))
+        return Meta(tensor.dtype, tensor.numel(), root=c.root("src", src, group_src, t.group_rank))
 
     job = launch("broadcast", group, algorithm, options, validate)
     job.run({WORK: tensor.view(-1)})

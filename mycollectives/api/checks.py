@@ -63,6 +63,19 @@ class Checker:
             raise self.fail(arg, f"is {value}, not a rank of this group of {self.p}")
         return r
 
+    def root(self, arg: str, value, group_value, to_group, default: int | None = None) -> int:
+        """A root given as a global rank (``src``/``dst``) or a group rank
+        (``group_src``/``group_dst``), as torch.distributed accepts either."""
+        if value is not None and group_value is not None:
+            raise self.fail(arg, f"and 'group_{arg}' are both given ({value}, {group_value}); give one")
+        if group_value is not None:
+            return self.rank_arg(f"group_{arg}", group_value, lambda r: r)
+        if value is None:
+            if default is None:
+                raise self.fail(arg, "is required (or give 'group_" + arg + "')")
+            return default
+        return self.rank_arg(arg, value, to_group)
+
     def splits(self, arg: str, sizes, dim0: int) -> list[int]:
         if sizes is None or (isinstance(sizes, (list, tuple)) and len(sizes) == 0):
             if dim0 % self.p:

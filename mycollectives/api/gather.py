@@ -81,9 +81,10 @@ def all_gather(
 def scatter(
     tensor: torch.Tensor,
     scatter_list: list[torch.Tensor] | None = None,
-    src: int = 0,
+    src: int | None = None,
     group=None,
     async_op: bool = False,
+    group_src: int | None = None,
     *,
     algorithm: str = "auto",
     **options,
@@ -98,7 +99,7 @@ def scatter(
 
     def validate(c, t):
         c.tensor("tensor", tensor)
-        root = c.rank_arg("src", src, t.group_rank)
+        root = c.root("src", src, group_src, t.group_rank, default=0)
         if c.rank == root:
             c.tensor_list("scatter_list", scatter_list, tensor, tensor.numel())
         return Meta(tensor.dtype, tensor.numel(), root=root)
@@ -118,9 +119,10 @@ def scatter(
 def gather(
     tensor: torch.Tensor,
     gather_list: list[torch.Tensor] | None = None,
-    dst: int = 0,
+    dst: int | None = None,
     group=None,
     async_op: bool = False,
+    group_dst: int | None = None,
     *,
     algorithm: str = "auto",
     **options,
@@ -135,7 +137,7 @@ def gather(
 
     def validate(c, t):
         c.tensor("tensor", tensor)
-        root = c.rank_arg("dst", dst, t.group_rank)
+        root = c.root("dst", dst, group_dst, t.group_rank, default=0)
         if c.rank == root:
             c.tensor_list("gather_list", gather_list, tensor, tensor.numel())
         return Meta(tensor.dtype, tensor.numel(), root=root)

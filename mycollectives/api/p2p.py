@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numbers
-
 import torch
 
 from ..errors import CollectiveTimeout, PeerError
@@ -12,13 +10,11 @@ from ..transport.base import TransportPeerError, TransportTimeout
 from .checks import Checker
 
 
-def _peer(fn: str, tensor, peer, arg: str, group):
+def _peer(fn: str, tensor, peer, group_peer, arg: str, group):
     t = resolve_group(group)
     c = Checker(fn, t.rank, t.world_size, t.device if hasattr(t, "backend") else None)
     c.tensor("tensor", tensor)
-    if peer is None or isinstance(peer, bool) or not isinstance(peer, numbers.Integral):
-        raise c.fail(arg, f"must be an int rank, got {peer!r}", TypeError)
-    r = c.rank_arg(arg, peer, t.group_rank)
+    r = c.root(arg, peer, group_peer, t.group_rank)
     if r == t.rank:
         raise c.fail(arg, f"is this rank ({t.rank}); a rank cannot send to or receive from itself")
     return t, r
@@ -42,24 +38,30 @@ class _P2PWork:
             raise PeerError(f"{self.what}: {e}") from e
 
 
-def isend(tensor: torch.Tensor, dst: int, group=None, tag: int = 0) -> _P2PWork:
+def isend(
+    tensor: torch.Tensor, dst: int | None = None, group=None, tag: int = 0, group_dst: int | None = None
+) -> _P2PWork:
     """Start sending ``tensor`` to rank ``dst``; returns a handle with ``wait()``.
 
     Do not modify ``tensor`` before the handle's ``wait()`` returns.
     """
-    t, r = _peer("isend", tensor, dst, "dst", group)
+    t, r = _peer("isend", tensor, dst, group_dst, "dst", group)
     work = t.isend(tensor, r, tag, Label("send"))
     return _P2PWork(work, f"isend on rank {t.rank} to rank {r}", t.timeout)
 
 
-def irecv(tensor: torch.Tensor, src: int, group=None, tag: int = 0) -> _P2PWork:
+def irecv(
+    tensor: torch.Tensor, src: int | None = None, group=None, tag: int = 0, group_src: int | None = None
+) -> _P2PWork:
     """Start receiving into ``tensor`` from rank ``src``; returns a handle with ``wait()``."""
-    t, r = _peer("irecv", tensor, src, "src", group)
+    t, r = _peer("irecv", tensor, src, group_src, "src", group)
     work = t.irecv(tensor, r, tag, Label("recv"))
     return _P2PWork(work, f"irecv on rank {t.rank} from rank {r}", t.timeout)
 
 
-def send(tensor: torch.Tensor, dst: int, group=None, tag: int = 0) -> None:
+def send(
+    tensor: torch.Tensor, dst: int | None = None, group=None, tag: int = 0, group_dst: int | None = None
+) -> None:
     """Send ``tensor`` to rank ``dst`` and wait until it has been handed over.
 
     Example, on two ranks::
@@ -68,14 +70,16 @@ def send(tensor: torch.Tensor, dst: int, group=None, tag: int = 0) -> None:
         >>> if rank == 1: t = torch.empty(2); mc.recv(t, src=0)
         tensor([1., 2.])  # Rank 1, after
     """
-    isend(tensor, dst, group, tag).wait()
+    isend(tensor, dst, group, tag, group_dst).wait()
 
 
-def recv(tensor: torch.Tensor, src: int, group=None, tag: int = 0) -> int:
+def recv(
+    tensor: torch.Tensor, src: int | None = None, group=None, tag: int = 0, group_src: int | None = None
+) -> int:
     """Receive into ``tensor`` from rank ``src``; returns ``src``.
 
     Unlike torch.distributed, ``src`` is required: a receive from any
     source has no place in the schedules this package teaches.
     """
-    irecv(tensor, src, group, tag).wait()
-    return src
+    irecv(tensor, src, group, tag, group_src).wait()
+    return src if src is not None else group_src

@@ -46,10 +46,11 @@ def all_reduce(
 
 def reduce(
     tensor: torch.Tensor,
-    dst: int,
+    dst: int | None = None,
     op=ReduceOp.SUM,
     group=None,
     async_op: bool = False,
+    group_dst: int | None = None,
     *,
     algorithm: str = "auto",
     **options,
@@ -66,7 +67,7 @@ def reduce(
     def validate(c, t):
         c.tensor("tensor", tensor)
         return Meta(
-            tensor.dtype, tensor.numel(), root=c.rank_arg("dst", dst, t.group_rank), op=resolve_op(op)
+            tensor.dtype, tensor.numel(), root=c.root("dst", dst, group_dst, t.group_rank), op=resolve_op(op)
         )
 
     job = launch("reduce", group, algorithm, options, validate)
