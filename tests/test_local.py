@@ -181,7 +181,9 @@ def test_group_ranks_and_default_roots_as_in_torch():
         t = torch.full((2,), float(rank))
         mc.broadcast(t, group_src=2)
         s = torch.empty(1)
-        mc.scatter(s, [torch.tensor([10.0 + i]) for i in range(3)] if rank == 0 else None)  # src defaults to 0
+        mc.scatter(
+            s, [torch.tensor([10.0 + i]) for i in range(3)] if rank == 0 else None
+        )  # src defaults to 0
         if rank == 0:
             mc.send(torch.tensor([5.0]), group_dst=1)
         elif rank == 1:
@@ -195,3 +197,18 @@ def test_group_ranks_and_default_roots_as_in_torch():
         return t.tolist() + s.tolist()
 
     assert mc.run_local(fn, 3) == [[2.0, 2.0, 10.0], [2.0, 2.0, 11.0], [2.0, 2.0, 12.0]]
+
+
+def test_tensors_that_require_grad_as_in_ddp_start_up():
+    def fn(rank):
+        torch.manual_seed(rank)
+        layer = torch.nn.Linear(3, 2)
+        for param in layer.parameters():  # DDP broadcasts rank 0's parameters
+            mc.broadcast(param, src=0)
+        out = layer(torch.ones(1, 3)).sum()
+        out.backward()
+        mc.all_reduce(layer.weight.grad, op=mc.ReduceOp.AVG)
+        return layer.weight.detach().clone(), layer.weight.requires_grad
+
+    res = mc.run_local(fn, 3)
+    assert all(torch.equal(res[0][0], w) and grad for w, grad in res)

@@ -17,6 +17,7 @@ def _row_numel(t: torch.Tensor) -> int:
     )
 
 
+@torch.no_grad()
 def all_to_all_single(
     output: torch.Tensor,
     input: torch.Tensor,
@@ -60,6 +61,7 @@ def all_to_all_single(
     return Done() if async_op else None
 
 
+@torch.no_grad()
 def all_to_all(
     output_tensor_list: list[torch.Tensor],
     input_tensor_list: list[torch.Tensor],

@@ -9,6 +9,7 @@ from ..transport import Done
 from .core import Meta, launch
 
 
+@torch.no_grad()
 def barrier(
     group=None, async_op: bool = False, device_ids=None, timeout=None, *, algorithm: str = "auto", **options
 ):

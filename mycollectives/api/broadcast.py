@@ -9,6 +9,7 @@ from ..transport import Done
 from .core import Meta, launch
 
 
+@torch.no_grad()
 def broadcast(
     tensor: torch.Tensor,
     src: int | None = None,

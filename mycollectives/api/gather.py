@@ -14,6 +14,7 @@ from ..transport import Done
 from .core import Meta, launch, scratch
 
 
+@torch.no_grad()
 def all_gather_into_tensor(
     output: torch.Tensor,
     input: torch.Tensor,
@@ -46,6 +47,7 @@ def all_gather_into_tensor(
     return Done() if async_op else None
 
 
+@torch.no_grad()
 def all_gather(
     tensor_list: list[torch.Tensor],
     tensor: torch.Tensor,
@@ -78,6 +80,7 @@ def all_gather(
     return Done() if async_op else None
 
 
+@torch.no_grad()
 def scatter(
     tensor: torch.Tensor,
     scatter_list: list[torch.Tensor] | None = None,
@@ -116,6 +119,7 @@ def scatter(
     return Done() if async_op else None
 
 
+@torch.no_grad()
 def gather(
     tensor: torch.Tensor,
     gather_list: list[torch.Tensor] | None = None,

@@ -38,6 +38,7 @@ class _P2PWork:
             raise PeerError(f"{self.what}: {e}") from e
 
 
+@torch.no_grad()
 def isend(
     tensor: torch.Tensor, dst: int | None = None, group=None, tag: int = 0, group_dst: int | None = None
 ) -> _P2PWork:
@@ -50,6 +51,7 @@ def isend(
     return _P2PWork(work, f"isend on rank {t.rank} to rank {r}", t.timeout)
 
 
+@torch.no_grad()
 def irecv(
     tensor: torch.Tensor, src: int | None = None, group=None, tag: int = 0, group_src: int | None = None
 ) -> _P2PWork:
@@ -59,6 +61,7 @@ def irecv(
     return _P2PWork(work, f"irecv on rank {t.rank} from rank {r}", t.timeout)
 
 
+@torch.no_grad()
 def send(
     tensor: torch.Tensor, dst: int | None = None, group=None, tag: int = 0, group_dst: int | None = None
 ) -> None:
@@ -73,6 +76,7 @@ def send(
     isend(tensor, dst, group, tag, group_dst).wait()
 
 
+@torch.no_grad()
 def recv(
     tensor: torch.Tensor, src: int | None = None, group=None, tag: int = 0, group_src: int | None = None
 ) -> int:

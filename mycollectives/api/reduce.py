@@ -15,6 +15,7 @@ def _finish_avg(job, tensor: torch.Tensor) -> None:
         tensor.div_(job.transport.world_size)
 
 
+@torch.no_grad()
 def all_reduce(
     tensor: torch.Tensor,
     op=ReduceOp.SUM,
@@ -44,6 +45,7 @@ def all_reduce(
     return Done() if async_op else None
 
 
+@torch.no_grad()
 def reduce(
     tensor: torch.Tensor,
     dst: int | None = None,

@@ -20,6 +20,7 @@ def _run(job, work: torch.Tensor, output: torch.Tensor) -> None:
         out.div_(job.transport.world_size)
 
 
+@torch.no_grad()
 def reduce_scatter_tensor(
     output: torch.Tensor,
     input: torch.Tensor,
@@ -50,6 +51,7 @@ def reduce_scatter_tensor(
     return Done() if async_op else None
 
 
+@torch.no_grad()
 def reduce_scatter(
     output: torch.Tensor,
     input_list: list[torch.Tensor],

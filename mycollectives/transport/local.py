@@ -211,7 +211,8 @@ class _LocalRecv:
                     f"rank {me}: message from rank {self.src} has {data.numel()} elements, "
                     f"the receive expects {head.tensor.numel()}"
                 )
-            head.tensor.view(-1).copy_(data.view(-1))
+            with torch.no_grad():  # the receive may land in a parameter
+                head.tensor.view(-1).copy_(data.view(-1))
             head.done = True
             for ev in events:
                 ev.t_recv = world.now()
