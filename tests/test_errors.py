@@ -33,6 +33,11 @@ CATALOGUE = {
         ValueError,
         "dtype",
     ),
+    "ranks call different collectives": (
+        lambda r: mc.all_reduce(_t(4)) if r % 2 else mc.broadcast(_t(4), src=0),
+        ValueError,
+        "rank 0: broadcast, rank 1: all_reduce",
+    ),
     "root out of range": (lambda r: mc.broadcast(_t(4), src=P), ValueError, "argument 'src'"),
     "one rank's root differs": (lambda r: mc.broadcast(_t(4), src=1 if r == 3 else 0), ValueError, "root"),
     "negative root": (lambda r: mc.reduce(_t(4), dst=-1), ValueError, "argument 'dst'"),

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from .. import auto
-from ..algorithms import Spec, algorithms, build, builder, canonical
+from ..algorithms import ALIASES, COLLECTIVES, Spec, algorithms, build, builder, canonical
 from ..executor import execute
 from ..ops import ReduceOp, combiner, op_dtype_error
 from ..schedule import TMP, WORK, Schedule
@@ -136,7 +136,8 @@ def _agree(fn: str, me: int, table: np.ndarray, names: dict) -> None:
 
 
 def _names(fn: str, collective: str) -> dict:
-    known = [fn, "auto", *algorithms(collective), *ReduceOp]
+    """Readable names for the hashed fields of the descriptors, for messages."""
+    known = [*COLLECTIVES, *ALIASES, "auto", *(a for c in COLLECTIVES for a in algorithms(c)), *ReduceOp]
     known += [v for v in vars(torch).values() if isinstance(v, torch.dtype)]
     return {_id(k): getattr(k, "name", str(k)) for k in known}
 
