@@ -36,7 +36,20 @@ format: $(VENV)/.test
 test: lint
 	$(PY) -m pytest -q -ra tests
 
-book: $(VENV)/.book
+# MathJax is served from the build, not a CDN: the rendered book (and the
+# browser test) must work offline. npm is the registry that ships it.
+MATHJAX_VERSION ?= 3.2.2
+MATHJAX := _build/mathjax/mathjax/tex-chtml.js
+
+$(MATHJAX):
+	rm -rf _build/mathjax && mkdir -p _build/mathjax/mathjax
+	cd _build/mathjax && npm pack --silent mathjax@$(MATHJAX_VERSION) >/dev/null && tar xzf mathjax-$(MATHJAX_VERSION).tgz
+	cd _build/mathjax/package/es5 && cp -r tex-chtml.js input output ui a11y ../../mathjax/
+	rm -rf _build/mathjax/package _build/mathjax/mathjax-$(MATHJAX_VERSION).tgz
+
+# Strict: warnings are errors, references nitpicky. Notebooks execute once and
+# are cached (_build/.jupyter_cache): a warm rebuild re-executes nothing.
+book: $(VENV)/.book $(MATHJAX)
 	$(VENV)/bin/jupyter-book build . --warningiserror --nitpick --keep-going
 	@echo "Open $(CURDIR)/_build/html/index.html in a browser."
 

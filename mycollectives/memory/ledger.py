@@ -29,6 +29,7 @@ from torch.utils.checkpoint import checkpoint
 
 from .tracker import LiveTensors
 
+#: The stages of one training step, in order; the ledger has one entry for each.
 STAGES = ("parameters", "input", "forward", "backward", "optimizer step", "zero_grad")
 
 

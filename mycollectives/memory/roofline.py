@@ -154,7 +154,7 @@ def measure_roofline(
     gemm_size: int | None = None,
     copy_bytes: int | None = None,
 ) -> Roofline:
-    """Measure this device's roofline: a large square GEMM and a large copy.
+    """Measure this device's roofline: large square GEMMs and a large copy.
 
     Bandwidth is the better of a copy (``2 * copy_bytes`` moved: read and
     write, the STREAM convention) and a read-only sum, with a buffer far
@@ -163,11 +163,12 @@ def measure_roofline(
     """
     cuda = torch.device(device).type == "cuda"
     n = gemm_size or (8192 if cuda else 1024)
-    peak = measure_kernel(gemm(n, n, n, device, dtype), device).flops_per_s
+    sizes = (n // 2, n, n)  # the best of several: a shared machine only ever slows a run down
+    peak = max(measure_kernel(gemm(m, m, m, device, dtype), device).flops_per_s for m in sizes)
     nbytes = copy_bytes or (2**30 if cuda else 2**27)
     src = torch.ones(nbytes // 4, device=device)
     dst = torch.empty_like(src)
-    copy = 2 * nbytes / best_time(lambda: dst.copy_(src), device, repeats=5)
-    read = nbytes / best_time(src.sum, device, repeats=5)
+    copy = 2 * nbytes / best_time(lambda: dst.copy_(src), device, repeats=10)
+    read = nbytes / best_time(src.sum, device, repeats=10)
     name = f"{torch.device(device).type} ({str(dtype).split('.')[-1]}, measured)"
     return Roofline(peak, max(copy, read), name)
