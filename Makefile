@@ -1,5 +1,6 @@
 # make book : build the rendered book into _build/html
-# make test : ruff + every test (package, multi-process gloo, notebooks)
+# make test : ruff, the book, then every test (package, multi-process gloo,
+#             nbval on every notebook, every page in headless Chromium)
 # Each target creates .venv and installs what it needs on first use.
 
 PYTHON ?= python3
@@ -33,7 +34,10 @@ format: $(VENV)/.test
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-test: lint
+# The notebook and browser tests need the book's dependencies and the built
+# book (tests/test_browser.py opens every page of _build/html), so `test`
+# builds it first; a warm build re-executes nothing.
+test: lint book
 	$(PY) -m pytest -q -ra tests
 
 # MathJax is served from the build, not a CDN: the rendered book (and the

@@ -16,12 +16,16 @@ from .roofline import KernelPoint, Roofline
 from .vendor import GPUSpec
 
 
-def plot_sweep(points: Sequence[BandwidthPoint], caches: dict[str, int], ax: Any = None, label: str = "") -> Any:
+def plot_sweep(
+    points: Sequence[BandwidthPoint], caches: dict[str, int], ax: Any = None, label: str = ""
+) -> Any:
     """Bandwidth (GB/s) against working-set size, with cache capacities marked."""
     import matplotlib.pyplot as plt
 
     ax = ax or plt.subplots(figsize=(7, 3.6))[1]
-    ax.semilogx([p.size_bytes for p in points], [p.bandwidth / 1e9 for p in points], "o-", base=2, label=label)
+    ax.semilogx(
+        [p.size_bytes for p in points], [p.bandwidth / 1e9 for p in points], "o-", base=2, label=label
+    )
     for name, size in caches.items():
         ax.axvline(size, color="grey", ls="--", lw=1)
         ax.annotate(name, (size, ax.get_ylim()[1]), ha="right", va="top", rotation=90, fontsize=8)
@@ -41,10 +45,17 @@ def plot_roofline(roofs: Sequence[Roofline], points: Sequence[KernelPoint] = (),
     hi = max([2 * r.ridge_point for r in roofs] + [2 * p.intensity for p in points])
     x = np.logspace(np.log10(lo), np.log10(hi), 200)
     for roof in roofs:
-        ax.loglog(x, [roof.attainable(i) for i in x], lw=2, label=f"{roof.label}, ridge {roof.ridge_point:.0f} FLOP/B")
+        ax.loglog(
+            x,
+            [roof.attainable(i) for i in x],
+            lw=2,
+            label=f"{roof.label}, ridge {roof.ridge_point:.0f} FLOP/B",
+        )
     for p in points:
         ax.loglog(p.intensity, p.flops_per_s, "o", color="black")
-        ax.annotate(p.name, (p.intensity, p.flops_per_s), textcoords="offset points", xytext=(4, -10), fontsize=7)
+        ax.annotate(
+            p.name, (p.intensity, p.flops_per_s), textcoords="offset points", xytext=(4, -10), fontsize=7
+        )
     ax.set_xlabel("arithmetic intensity (FLOPs/byte)")
     ax.set_ylabel("FLOP/s")
     ax.grid(True, which="both", alpha=0.3)
@@ -68,7 +79,9 @@ def plot_ledger(predicted: dict[str, int], measured: dict[str, int], ax: Any = N
     return ax
 
 
-def batch_animation_html(spec: GPUSpec, d: int = 4096, batches: Sequence[int] = (), dtype: str = "bf16") -> str:
+def batch_animation_html(
+    spec: GPUSpec, d: int = 4096, batches: Sequence[int] = (), dtype: str = "bf16"
+) -> str:
     """HTML of an animation: a ``(batch, d) @ (d, d)`` GEMM climbing the roofline.
 
     Each frame doubles the batch; intensity is counted in ``dtype`` (2 bytes),
