@@ -59,7 +59,7 @@ def plot_roofline(roofs: Sequence[Roofline], points: Sequence[KernelPoint] = (),
     ax.set_xlabel("arithmetic intensity (FLOPs/byte)")
     ax.set_ylabel("FLOP/s")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left")
     return ax
 
 

@@ -163,8 +163,9 @@ def measure_roofline(
     """
     cuda = torch.device(device).type == "cuda"
     n = gemm_size or (8192 if cuda else 1024)
-    sizes = (n // 2, n, n)  # the best of several: a shared machine only ever slows a run down
-    peak = max(measure_kernel(gemm(m, m, m, device, dtype), device).flops_per_s for m in sizes)
+    # The best of several sizes and repeats: other work on a machine only ever slows a run down.
+    sizes = (n // 2, n, n, 2 * n) if not cuda else (n // 2, n)
+    peak = max(measure_kernel(gemm(m, m, m, device, dtype), device, repeats=7).flops_per_s for m in sizes)
     nbytes = copy_bytes or (2**30 if cuda else 2**27)
     src = torch.ones(nbytes // 4, device=device)
     dst = torch.empty_like(src)
