@@ -31,11 +31,9 @@ def test_ledger_prediction_within_10_percent(device, precision, checkpointing):
 
 
 def test_sixteen_bytes_per_parameter_in_both_precisions():
-    from mycollectives.memory.ledger import bytes_per_parameter
-
     for precision in ("fp32", "mixed"):
         got = mm.measure(SMALL, "cpu", precision)
-        assert bytes_per_parameter(got, SMALL) == pytest.approx(16, rel=0.01)
+        assert mm.bytes_per_parameter(got, SMALL, precision) == pytest.approx(16, rel=0.01)
 
 
 def test_checkpointing_keeps_only_layer_inputs():

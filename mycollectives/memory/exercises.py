@@ -30,10 +30,9 @@ def check_gpus_for_state(answer: int | None, params: float = 70e9) -> None:
     """Intro: fewest 80 GB GPUs that hold 16 bytes per parameter (no activations)."""
     _need(answer, "number of GPUs")
     want = math.ceil(params * 16 / H100.hbm_bytes)
+    need = params * 16 / 1e9
     assert answer == want, (
-        f"{answer} GPUs hold {answer * 80} GB, need {params * 16 / 1e9:.0f} GB"
-        if isinstance(answer, int) and answer < want
-        else f"{answer} is more than the fewest that suffice"
+        f"{answer} GPUs of 80 GB hold {answer * 80} GB; the state needs {need:.0f} GB: find the fewest"
     )
     print(f"Correct: {want} GPUs")
 

@@ -217,11 +217,11 @@ def _step(model: nn.Module, master: list[torch.Tensor], opt: torch.optim.Optimiz
             m.grad = None
 
 
-def bytes_per_parameter(ledger: dict[str, int], cfg: EncoderConfig) -> float:
+def bytes_per_parameter(ledger: dict[str, int], cfg: EncoderConfig, precision: str = "fp32") -> float:
     """Bytes per parameter of the training state after the optimizer step.
 
-    The batch is not training state: it is subtracted.
+    The batch (``precision``'s element size per number) is not training
+    state: it is subtracted.
     """
-    itemsize = 4 if ledger["parameters"] == 4 * parameter_count(cfg) else 2
-    batch = cfg.tokens * cfg.d_model * itemsize
+    batch = cfg.tokens * cfg.d_model * (4 if precision == "fp32" else 2)
     return (ledger["optimizer step"] - batch) / parameter_count(cfg)
