@@ -1,5 +1,6 @@
 # make book : build the rendered book into _build/html
-# make test : ruff + every test (package, multi-process gloo, notebooks)
+# make test : ruff, the book, then every test (package, multi-process gloo,
+#             nbval on every notebook, every page in headless Chromium)
 # Each target creates .venv and installs what it needs on first use.
 
 PYTHON ?= python3
@@ -33,10 +34,26 @@ format: $(VENV)/.test
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-test: lint
+# The notebook and browser tests need the book's dependencies and the built
+# book (tests/test_browser.py opens every page of _build/html), so `test`
+# builds it first; a warm build re-executes nothing.
+test: lint book
 	$(PY) -m pytest -q -ra tests
 
-book: $(VENV)/.book
+# MathJax is served from the build, not a CDN: the rendered book (and the
+# browser test) must work offline. npm is the registry that ships it.
+MATHJAX_VERSION ?= 3.2.2
+MATHJAX := _build/mathjax/mathjax/tex-chtml.js
+
+$(MATHJAX):
+	rm -rf _build/mathjax && mkdir -p _build/mathjax/mathjax
+	cd _build/mathjax && npm pack --silent mathjax@$(MATHJAX_VERSION) >/dev/null && tar xzf mathjax-$(MATHJAX_VERSION).tgz
+	cd _build/mathjax/package/es5 && cp -r tex-chtml.js input output ui a11y ../../mathjax/
+	rm -rf _build/mathjax/package _build/mathjax/mathjax-$(MATHJAX_VERSION).tgz
+
+# Strict: warnings are errors, references nitpicky. Notebooks execute once and
+# are cached (_build/.jupyter_cache): a warm rebuild re-executes nothing.
+book: $(VENV)/.book $(MATHJAX)
 	$(VENV)/bin/jupyter-book build . --warningiserror --nitpick --keep-going
 	@echo "Open $(CURDIR)/_build/html/index.html in a browser."
 

@@ -1,0 +1,118 @@
+"""Figures of chapter 1 and lab 1, drawn from measurements and vendor figures.
+
+Matplotlib is imported inside each function: it belongs to the book's extra
+dependencies, not to the package's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from .bandwidth import BandwidthPoint
+from .ledger import STAGES
+from .roofline import KernelPoint, Roofline
+from .vendor import GPUSpec
+
+
+def plot_sweep(
+    points: Sequence[BandwidthPoint], caches: dict[str, int], ax: Any = None, label: str = ""
+) -> Any:
+    """Bandwidth (GB/s) against working-set size, with cache capacities marked."""
+    import matplotlib.pyplot as plt
+
+    ax = ax or plt.subplots(figsize=(7, 3.6))[1]
+    ax.semilogx(
+        [p.size_bytes for p in points], [p.bandwidth / 1e9 for p in points], "o-", base=2, label=label
+    )
+    for name, size in caches.items():
+        ax.axvline(size, color="grey", ls="--", lw=1)
+        ax.annotate(name, (size, ax.get_ylim()[1]), ha="right", va="top", rotation=90, fontsize=8)
+    ax.set_xlabel("working set (bytes)")
+    ax.set_ylabel("read bandwidth (GB/s)")
+    ax.grid(True, which="both", alpha=0.3)
+    return ax
+
+
+def plot_roofline(roofs: Sequence[Roofline], points: Sequence[KernelPoint] = (), ax: Any = None) -> Any:
+    """Rooflines (log-log) with measured kernels as points under the first one."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    ax = ax or plt.subplots(figsize=(7, 4.2))[1]
+    lo = min([0.05] + [p.intensity / 2 for p in points])
+    hi = max([2 * r.ridge_point for r in roofs] + [2 * p.intensity for p in points])
+    x = np.logspace(np.log10(lo), np.log10(hi), 200)
+    for roof in roofs:
+        ax.loglog(
+            x,
+            [roof.attainable(i) for i in x],
+            lw=2,
+            label=f"{roof.label}, ridge {roof.ridge_point:.0f} FLOP/B",
+        )
+    for p in points:
+        ax.loglog(p.intensity, p.flops_per_s, "o", color="black")
+        ax.annotate(
+            p.name, (p.intensity, p.flops_per_s), textcoords="offset points", xytext=(4, -10), fontsize=7
+        )
+    ax.set_xlabel("arithmetic intensity (FLOPs/byte)")
+    ax.set_ylabel("FLOP/s")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left")
+    return ax
+
+
+def plot_ledger(predicted: dict[str, int], measured: dict[str, int], ax: Any = None, title: str = "") -> Any:
+    """Predicted and measured live bytes after each stage, side by side (MB)."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    ax = ax or plt.subplots(figsize=(7, 3.6))[1]
+    x = np.arange(len(STAGES))
+    ax.bar(x - 0.2, [predicted[s] / 1e6 for s in STAGES], 0.4, label="predicted")
+    ax.bar(x + 0.2, [measured[s] / 1e6 for s in STAGES], 0.4, label="measured")
+    ax.set_xticks(x, STAGES, rotation=20, fontsize=8)
+    ax.set_ylabel("live memory (MB)")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8)
+    return ax
+
+
+def batch_animation_html(
+    spec: GPUSpec, d: int = 4096, batches: Sequence[int] = (), dtype: str = "bf16"
+) -> str:
+    """HTML of an animation: a ``(batch, d) @ (d, d)`` GEMM climbing the roofline.
+
+    Each frame doubles the batch; intensity is counted in ``dtype`` (2 bytes),
+    the height is the vendor roof at that intensity. The HTML plays in the
+    static book (no kernel); the font stylesheet matplotlib links from a CDN
+    is removed, so the page needs no network.
+    """
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.animation import FuncAnimation
+
+    batches = list(batches) or [2**k for k in range(0, 13)]
+    roof = Roofline.from_spec(spec, dtype)
+    inten = [2 * b * d * d / (2 * (2 * b * d + d * d)) for b in batches]
+    fig, ax = plt.subplots(figsize=(6, 3.6), dpi=72)
+    x = np.logspace(-1, np.log10(4 * max(inten + [roof.ridge_point])), 100)
+    ax.loglog(x, [roof.attainable(i) / 1e12 for i in x], lw=2)
+    ax.axvline(roof.ridge_point, color="grey", ls="--", lw=1)
+    (dot,) = ax.loglog([], [], "o", color="tab:red", ms=9)
+    text = ax.text(0.02, 0.95, "", transform=ax.transAxes, va="top", fontsize=9)
+    ax.set_xlabel("arithmetic intensity (FLOPs/byte)")
+    ax.set_ylabel("attainable TFLOP/s")
+    ax.set_title(f"{spec.name}: batch-b GEMM with a {d}x{d} weight", fontsize=9)
+
+    def frame(i: int) -> tuple[Any, ...]:
+        dot.set_data([inten[i]], [roof.attainable(inten[i]) / 1e12])
+        bound = "memory" if inten[i] < roof.ridge_point else "compute"
+        text.set_text(f"batch {batches[i]}: {inten[i]:.1f} FLOPs/byte, {bound}-bound")
+        return dot, text
+
+    anim = FuncAnimation(fig, frame, frames=len(batches), interval=700, blit=False)
+    html = anim.to_jshtml(default_mode="once")
+    plt.close(fig)
+    return re.sub(r'<link rel="stylesheet"\s+href="https?://[^"]*">', "", html)
