@@ -43,11 +43,13 @@ def parser() -> argparse.ArgumentParser:
     a("--reps", type=int, default=5, help="interleaved repetitions; the median is reported (default 5)")
     a("--nprocs", type=int, default=0, help="spawn this many local gloo processes (not under torchrun)")
     a("--device", choices=("auto", "cpu", "cuda"), default="auto", help="cuda (NCCL) if available, else cpu")
-    a("--threads", type=int, default=0, help="torch.set_num_threads in each process (0: torch's default)")
+    a("--threads", type=int, default=0,
+      help="torch.set_num_threads per process (0: cores / processes, at least 1, as torchrun's OMP_NUM_THREADS=1)")
     a("--arg-check", type=int, default=0, help="1: keep our cross-rank argument check in the timing")
     a("--csv", help="write the results as CSV here (rank 0)")
     a("--json", help="write the results and the machine as JSON here (rank 0)")
     a("--plot", help="draw busbw against size, one line per algorithm, into this image (rank 0)")
+    a("--calibrate", type=int, default=0, help="1: fit alpha, beta, gamma by ping-pong first (into the JSON)")
     a("--progress", type=int, default=1, help="progress bar on stderr (default 1)")
     return p
 
@@ -79,8 +81,8 @@ def bench(args) -> list:
     """The body every rank runs once the process group is up."""
     from .runner import run_sweep
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", dist.get_world_size()))
+    torch.set_num_threads(args.threads or max(1, (os.cpu_count() or 1) // local))
     device = _device(args)
     rank, p = dist.get_rank(), dist.get_world_size()
     algs = algorithm_list(args.algorithm, args.collective)
@@ -91,6 +93,12 @@ def bench(args) -> list:
         f"minBytes {sweep[0]} maxBytes {sweep[-1]} warmup iters: {args.warmup_iters} iters: {args.iters} "
         f"reps: {args.reps} validation: {args.check} arg-check: {args.arg_check}")  # fmt: skip
     say(f"# machine: {meta['cpu']}, {meta['cores']} cores, load average {meta['loadavg']}")
+    if args.calibrate:
+        from .model import calibrate_group
+
+        m = calibrate_group(device=device)
+        meta["calibration"] = {"alpha": m.alpha, "beta": m.beta, "gamma": m.gamma}
+        say(f"# calibrated: alpha {m.alpha * 1e6:.2f} us, beta {m.beta * 1e9:.4f} ns/B, gamma {m.gamma * 1e9:.4f} ns/B")
     say(report.header(algs), flush=True)
     results = run_sweep(
         args.collective, sweep, algs, dtype=DTYPES[args.datatype], redop=args.op, root=args.root,
