@@ -78,9 +78,19 @@ def test_header_names_the_columns_and_algorithms():
 
 def test_flags_as_nccl_tests():
     a = parser().parse_args("-b 8 -e 128M -f 2 -n 20 -w 5 -c 0 -o max -d half -r 1".split())
-    assert (a.minbytes, a.maxbytes, a.stepfactor, a.iters, a.warmup_iters, a.check) == ("8", "128M", 2, 20, 5, 0)
+    assert (a.minbytes, a.maxbytes, a.stepfactor, a.iters, a.warmup_iters, a.check) == (
+        "8",
+        "128M",
+        2,
+        20,
+        5,
+        0,
+    )
     assert (a.op, a.datatype, a.root) == ("max", "half", 1)
-    assert algorithm_list("all", "all_reduce")[0] == "auto" and algorithm_list("all", "all_reduce")[-1] == "native"
+    assert (
+        algorithm_list("all", "all_reduce")[0] == "auto"
+        and algorithm_list("all", "all_reduce")[-1] == "native"
+    )
     assert algorithm_list("native", "broadcast") == ["native"]
     with pytest.raises(SystemExit):
         algorithm_list("ring,nope", "all_reduce")

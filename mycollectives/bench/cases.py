@@ -135,7 +135,10 @@ class Case:
         """Run once on known inputs; the number of wrong elements on this rank."""
         p, r, c, b = self.p, self.rank, self.collective, self.bufs
         dev, dt = self.device, self.dtype
-        ins = [pattern(k, self.count if c not in ("scatter", "gather") else self.block, dt, dev) for k in range(p)]
+        ins = [
+            pattern(k, self.count if c not in ("scatter", "gather") else self.block, dt, dev)
+            for k in range(p)
+        ]
         if c in ("all_reduce", "broadcast", "reduce"):
             b["t"].copy_(ins[r])
         elif c == "all_gather":

@@ -28,7 +28,13 @@ COLLECTIVES = tuple(BUSBW_FACTORS)
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m mycollectives.bench", description=__doc__.splitlines()[0])
     a = p.add_argument
-    a("--collective", "-C", default="all_reduce", choices=COLLECTIVES, help="the collective (default all_reduce)")
+    a(
+        "--collective",
+        "-C",
+        default="all_reduce",
+        choices=COLLECTIVES,
+        help="the collective (default all_reduce)",
+    )
     a("-b", "--minbytes", default="32M", help="smallest size, e.g. 8, 64K, 16M (default 32M)")
     a("-e", "--maxbytes", default="32M", help="largest size (default 32M)")
     a("-f", "--stepfactor", type=int, default=2, help="multiply the size by this (default 2)")
@@ -43,8 +49,12 @@ def parser() -> argparse.ArgumentParser:
     a("--reps", type=int, default=5, help="interleaved repetitions; the median is reported (default 5)")
     a("--nprocs", type=int, default=0, help="spawn this many local gloo processes (not under torchrun)")
     a("--device", choices=("auto", "cpu", "cuda"), default="auto", help="cuda (NCCL) if available, else cpu")
-    a("--threads", type=int, default=0,
-      help="torch.set_num_threads per process (0: cores / processes, at least 1, as torchrun's OMP_NUM_THREADS=1)")
+    a(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch.set_num_threads per process (0: cores / processes, at least 1, as torchrun's OMP_NUM_THREADS=1)",
+    )
     a("--arg-check", type=int, default=0, help="1: keep our cross-rank argument check in the timing")
     a("--csv", help="write the results as CSV here (rank 0)")
     a("--json", help="write the results and the machine as JSON here (rank 0)")
@@ -86,7 +96,9 @@ def bench(args) -> list:
     device = _device(args)
     rank, p = dist.get_rank(), dist.get_world_size()
     algs = algorithm_list(args.algorithm, args.collective)
-    sweep = sizes(parse_size(args.minbytes), parse_size(args.maxbytes), args.stepfactor, parse_size(args.stepbytes))
+    sweep = sizes(
+        parse_size(args.minbytes), parse_size(args.maxbytes), args.stepfactor, parse_size(args.stepbytes)
+    )
     say = print if rank == 0 else (lambda *a, **k: None)
     meta = report.machine(dist.get_backend(), p)
     say(f"# mycollectives.bench {args.collective}: nranks {p} backend {meta['backend']} device {device} "
@@ -98,7 +110,9 @@ def bench(args) -> list:
 
         m = calibrate_group(device=device)
         meta["calibration"] = {"alpha": m.alpha, "beta": m.beta, "gamma": m.gamma}
-        say(f"# calibrated: alpha {m.alpha * 1e6:.2f} us, beta {m.beta * 1e9:.4f} ns/B, gamma {m.gamma * 1e9:.4f} ns/B")
+        say(
+            f"# calibrated: alpha {m.alpha * 1e6:.2f} us, beta {m.beta * 1e9:.4f} ns/B, gamma {m.gamma * 1e9:.4f} ns/B"
+        )
     say(report.header(algs), flush=True)
     results = run_sweep(
         args.collective, sweep, algs, dtype=DTYPES[args.datatype], redop=args.op, root=args.root,

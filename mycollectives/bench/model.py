@@ -110,9 +110,7 @@ def median_error(points: Sequence[Point]) -> float:
     return statistics.median(p.rel_error for p in points) if points else float("nan")
 
 
-def fit_to_sweep(
-    results: Sequence[Result], start: Machine, min_bytes: int = 64 << 10, train=None
-) -> Machine:
+def fit_to_sweep(results: Sequence[Result], start: Machine, min_bytes: int = 64 << 10, train=None) -> Machine:
     """Least-squares alpha, beta, gamma from the collectives' own times.
 
     Each point says ``time = alpha m + beta b + gamma g`` with ``(m, b, g)``

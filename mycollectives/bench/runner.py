@@ -57,7 +57,9 @@ class Progress:
             return
         frac = self.done / max(self.total, 1)
         bar = "#" * int(30 * frac)
-        sys.stderr.write(f"\r[{bar:<30}] {self.done}/{self.total} {time.monotonic() - self.t0:6.1f}s {what:<28}")
+        sys.stderr.write(
+            f"\r[{bar:<30}] {self.done}/{self.total} {time.monotonic() - self.t0:6.1f}s {what:<28}"
+        )
         if self.done >= self.total:
             sys.stderr.write("\n")
         sys.stderr.flush()
