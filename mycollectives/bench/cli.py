@@ -12,6 +12,7 @@ import argparse
 import os
 import socket
 import sys
+import tempfile
 
 import torch
 import torch.distributed as dist
@@ -108,7 +109,7 @@ def bench(args) -> list:
     if args.calibrate:
         from .model import calibrate_group
 
-        m = calibrate_group(device=device)
+        m = calibrate_group(device=device, max_bytes=sweep[-1])
         meta["calibration"] = {"alpha": m.alpha, "beta": m.beta, "gamma": m.gamma}
         say(
             f"# calibrated: alpha {m.alpha * 1e6:.2f} us, beta {m.beta * 1e9:.4f} ns/B, gamma {m.gamma * 1e9:.4f} ns/B"
@@ -141,10 +142,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _spawned(rank: int, world: int, port: int, args) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world))
-    os.environ.update(LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+def _spawned(rank: int, world: int, store: str, args) -> None:
+    os.environ.update(
+        RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world)
+    )
+    # a file store: no port to race for with other runs on the machine
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
     try:
         bench(args)
     finally:
@@ -175,4 +178,6 @@ def main(argv: list[str] | None = None) -> None:
         os.environ.setdefault("LOCAL_RANK", "0")
         return main(argv)
     args.device = "cpu"
-    mp.start_processes(_spawned, args=(n, _free_port(), args), nprocs=n, join=True, start_method="spawn")
+    with tempfile.TemporaryDirectory() as tmp:
+        store = os.path.join(tmp, "store")
+        mp.start_processes(_spawned, args=(n, store, args), nprocs=n, join=True, start_method="spawn")

@@ -141,9 +141,10 @@ def every_other_size(results: Sequence[Result]):
     return lambda r: order[r.size] % 2 == 0
 
 
-def calibrate_group(group=None, device=None) -> Machine:
-    """Chapter 2's calibration on this group (call on every rank)."""
+def calibrate_group(group=None, device=None, max_bytes: int = 64 << 20) -> Machine:
+    """Chapter 2's calibration on this group (call on every rank), ping-pong
+    messages from 4 bytes up to ``max_bytes`` (at least 64 KiB)."""
     from ..cost import calibrate
 
-    sizes = [4 << k for k in range(0, 25, 2)]  # 4 B .. 64 MiB
+    sizes = [4 << k for k in range(0, 40, 2) if 4 << k <= max(max_bytes, 64 << 10)]
     return calibrate(group, sizes=sizes, reps=3, device=device).machine
