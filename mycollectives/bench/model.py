@@ -74,23 +74,50 @@ def _block_bytes(r: Result) -> int:
     return r.size
 
 
-def features(r: Result, machine: Machine) -> np.ndarray:
+def _loads(rnd, p: int, item: int, duplex: bool) -> np.ndarray:
+    """Per rank ``(messages, bytes, reduced bytes)`` of one round; bytes are
+    ``max(sent, received)`` on a full-duplex link, their sum otherwise."""
+    if duplex:
+        load = round_load(rnd, p, item)
+        return np.stack([load.messages, load.nbytes, load.reduced], axis=1)
+    remote = rnd.src != rnd.dst
+    src, dst, nb = rnd.src[remote], rnd.dst[remote], rnd.count[remote] * item
+    pair = np.unique(src * p + dst)
+    msgs = np.maximum(np.bincount(pair // p, minlength=p), np.bincount(pair % p, minlength=p))
+    moved = np.bincount(src, weights=nb, minlength=p) + np.bincount(dst, weights=nb, minlength=p)
+    red = np.bincount(dst, weights=nb * rnd.reduce[remote], minlength=p)
+    return np.stack([msgs, moved, red], axis=1)
+
+
+def features(r: Result, machine: Machine, duplex: bool = True) -> np.ndarray:
     """``(messages, bytes, reduced bytes)`` summed over rounds, each round
-    counted at its busiest rank under ``machine`` (as :func:`counted_cost` does)."""
+    counted at its busiest rank under ``machine`` (as :func:`counted_cost` does).
+
+    ``duplex=False`` charges a rank for the bytes it sends *and* receives: on
+    CPUs over loopback TCP both directions cost the same cores' memory copies,
+    so a link is not full duplex there.
+    """
     s = schedule_of(r)
     item = _itemsize(r.type)
     total = np.zeros(3)
+    weights = np.array([machine.alpha, machine.beta, machine.gamma])
     for rnd in s.rounds:
-        load = round_load(rnd, s.world_size, item)
-        t = machine.time(load.messages, load.nbytes, load.reduced)
-        k = int(np.argmax(t))
-        total += (load.messages[k], load.nbytes[k], load.reduced[k])
+        f = _loads(rnd, s.world_size, item, duplex)
+        total += f[int(np.argmax(f @ weights))]
     return total
 
 
-def predict_us(r: Result, machine: Machine) -> float:
+def predict_us(r: Result, machine: Machine, duplex: bool = True) -> float:
     """The model's time of the schedule behind ``r``, in microseconds."""
-    return counted_cost(schedule_of(r), machine, _itemsize(r.type)) * 1e6
+    if duplex:
+        return counted_cost(schedule_of(r), machine, _itemsize(r.type)) * 1e6
+    return float(features(r, machine, duplex) @ [machine.alpha, machine.beta, machine.gamma]) * 1e6
+
+
+def measured_us(r: Result, stat: str = "median") -> float:
+    """A point's measured time: the median over repetitions, or ``"min"``, the
+    least disturbed repetition (what a model of an idle machine predicts)."""
+    return min(r.times_us) if stat == "min" and r.times_us else r.time_us
 
 
 def modelled(results: Sequence[Result], min_bytes: int = 64 << 10) -> list[Result]:
@@ -98,10 +125,23 @@ def modelled(results: Sequence[Result], min_bytes: int = 64 << 10) -> list[Resul
     return [r for r in results if r.algorithm != NATIVE and r.size >= min_bytes and r.time_us > 0]
 
 
-def compare(results: Sequence[Result], machine: Machine, min_bytes: int = 64 << 10) -> list[Point]:
+def compare(
+    results: Sequence[Result],
+    machine: Machine,
+    min_bytes: int = 64 << 10,
+    duplex: bool = True,
+    stat: str = "median",
+) -> list[Point]:
     """Predicted against measured for every algorithm and size from ``min_bytes`` up."""
     return [
-        Point(r.collective, r.algorithm, r.size, r.world_size, r.time_us, predict_us(r, machine))
+        Point(
+            r.collective,
+            r.algorithm,
+            r.size,
+            r.world_size,
+            measured_us(r, stat),
+            predict_us(r, machine, duplex),
+        )
         for r in modelled(results, min_bytes)
     ]
 
@@ -110,7 +150,14 @@ def median_error(points: Sequence[Point]) -> float:
     return statistics.median(p.rel_error for p in points) if points else float("nan")
 
 
-def fit_to_sweep(results: Sequence[Result], start: Machine, min_bytes: int = 64 << 10, train=None) -> Machine:
+def fit_to_sweep(
+    results: Sequence[Result],
+    start: Machine,
+    min_bytes: int = 64 << 10,
+    train=None,
+    duplex: bool = True,
+    stat: str = "median",
+) -> Machine:
     """Least-squares alpha, beta, gamma from the collectives' own times.
 
     Each point says ``time = alpha m + beta b + gamma g`` with ``(m, b, g)``
@@ -121,8 +168,8 @@ def fit_to_sweep(results: Sequence[Result], start: Machine, min_bytes: int = 64 
     pts = [r for r in modelled(results, min_bytes) if train is None or train(r)]
     if not pts:
         raise ValueError("no points to fit")
-    x = np.array([features(r, start) for r in pts])
-    t = np.array([r.time_us * 1e-6 for r in pts])
+    x = np.array([features(r, start, duplex) for r in pts])
+    t = np.array([measured_us(r, stat) * 1e-6 for r in pts])
     w = 1.0 / t
     keep = [0, 1, 2]
     while True:
