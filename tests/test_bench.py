@@ -125,3 +125,15 @@ def test_a_tiny_real_two_process_run(tmp_path):
     data = json.loads(out.read_text())
     assert data["machine"]["backend"] == "gloo" and data["machine"]["world_size"] == 2
     assert {r["algorithm"] for r in data["results"]} == {"ring", "auto", "native"}
+
+
+def test_plots_draw_every_algorithm(tmp_path):
+    pytest.importorskip("matplotlib")
+    from mycollectives.bench.plot import model_axes, plot_busbw
+
+    rows = [_result(a, 1 << k, 10.0 * k) for a in ("ring", "native") for k in (10, 12, 14)]
+    fig = plot_busbw(rows, str(tmp_path / "busbw.png"), "test")
+    assert (tmp_path / "busbw.png").stat().st_size > 0
+    assert [ln.get_label() for ln in fig.axes[0].get_lines()] == ["ring", "native"]
+    pts = compare([r for r in rows if r.algorithm == "ring"], Machine(1e-5, 1e-9, 0.0), min_bytes=0)
+    model_axes(fig.axes[0], pts)
