@@ -9,6 +9,12 @@ For each round the executor
    still sending in this round: those wait until the sends are done;
 3. runs the round's local copies.
 
+A transport may cap the size of one message (``max_message_bytes``, set
+for gloo): a larger single-piece transfer then travels as several messages
+to the same peer, all posted at once, so that the reduction of one segment
+overlaps the arrival of the next (both ends cut it the same way, since both
+see the same transfer).
+
 That keeps the meaning of a round (sends read the state at its start,
 writes land at its end) while overlapping reductions with communication. A
 receive that is a plain copy onto data nobody reads in this round goes
@@ -104,6 +110,26 @@ def _wait(
         ) from e
 
 
+def _segments(pieces: list[Piece], seg: int | None):
+    """How one peer's message is cut: ``[(None, total)]`` (whole), or
+    ``(start, count)`` segments of a single-piece message longer than ``seg``."""
+    count = pieces[0][2]
+    if seg is None or len(pieces) != 1 or count <= seg:
+        return [(None, sum(p[2] for p in pieces))]
+    return [(k0, min(seg, count - k0)) for k0 in range(0, count, seg)]
+
+
+def _packed(pieces: list[Piece], view, like: torch.Tensor) -> torch.Tensor:
+    """Several pieces for one peer, copied end to end into one fresh tensor
+    (it stays alive until the send completes)."""
+    out = torch.empty(sum(p[2] for p in pieces), dtype=like.dtype, device=like.device)
+    at = 0
+    for b, o, c, _ in pieces:
+        out[at : at + c].copy_(view(b, o, c))
+        at += c
+    return out
+
+
 def execute(
     schedule: Schedule,
     transport,
@@ -121,6 +147,8 @@ def execute(
     like = next(iter(buffers.values()))
     scratch = _scratch.setdefault(transport, _Scratch())
     name = label or schedule.collective
+    limit = getattr(transport, "max_message_bytes", None)
+    seg = max(1, limit // like.element_size()) if limit else None
 
     def view(buf: int, off: int, count: int) -> torch.Tensor:
         return buffers[buf][off : off + count]
@@ -142,17 +170,21 @@ def execute(
         recvs, at = [], 0
         for peer, pieces in rp.recvs:
             direct = len(pieces) == 1 and not pieces[0][3] and not _overlaps(pieces[0], rp.reads)
-            if direct:
-                tensor = view(*pieces[0][:3])
-            else:
-                total = sum(p[2] for p in pieces)
-                tensor, at = staging[at : at + total], at + total
-            recvs.append((Message(tensor, peer), pieces, direct))
+            total = sum(p[2] for p in pieces)
+            tensor = view(*pieces[0][:3]) if direct else staging[at : at + total]
+            if not direct:
+                at += total
+            for k0, k in _segments(pieces, seg):
+                part = pieces if k0 is None else [(pieces[0][0], pieces[0][1] + k0, k, pieces[0][3])]
+                t = tensor if k0 is None else tensor[k0 : k0 + k]
+                recvs.append((Message(t, peer), part, direct))
         sends = []
         for peer, pieces in rp.sends:
-            parts = [view(b, o, c) for b, o, c, _ in pieces]
-            tensor = parts[0] if len(parts) == 1 else torch.cat(parts)
-            sends.append(Message(tensor, peer, tuple((BUFFERS[b], o, c) for b, o, c, _ in pieces)))
+            tensor = _packed(pieces, view, like) if len(pieces) > 1 else view(*pieces[0][:3])
+            for k0, k in _segments(pieces, seg):
+                t = tensor if k0 is None else tensor[k0 : k0 + k]
+                part = tuple((BUFFERS[b], o + (k0 or 0), k if k0 is not None else c) for b, o, c, _ in pieces)
+                sends.append(Message(t, peer, part))
 
         send_works, recv_works = transport.exchange(sends, [m for m, _, _ in recvs], tag)
         deferred = []

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import os
+import weakref
 import zlib
 from dataclasses import dataclass, field
 
@@ -73,7 +74,9 @@ class Launch:
         combine = combiner(self.meta.op) if self.meta.op is not None else None
         if TMP in self.schedule.buffers and TMP not in buffers:
             like = next(iter(buffers.values()))
-            buffers[TMP] = scratch(int(self.schedule.buffers[TMP][self.transport.rank]), like)
+            buffers[TMP] = scratch(
+                int(self.schedule.buffers[TMP][self.transport.rank]), like, self.transport, "tmp"
+            )
         execute(self.schedule, self.transport, buffers, combine, self.options.timeout, self.fn)
 
 
@@ -236,5 +239,22 @@ def _rank_hint():
     return dist.get_rank() if dist.is_available() and dist.is_initialized() else "?"
 
 
-def scratch(numel: int, like: torch.Tensor) -> torch.Tensor:
-    return torch.empty(numel, dtype=like.dtype, device=like.device)
+_pool: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def scratch(numel: int, like: torch.Tensor, transport=None, slot: str = "work") -> torch.Tensor:
+    """Working memory for one call: fresh, or, given the ``transport``, a
+    buffer kept per (transport, slot, dtype, device) and reused by later calls
+    (fresh pages cost a page fault each; a collective's working buffer never
+    outlives the call, and a transport runs one collective at a time)."""
+    if transport is None:
+        return torch.empty(numel, dtype=like.dtype, device=like.device)
+    try:
+        bufs = _pool.setdefault(transport, {})
+    except TypeError:  # a transport that cannot be weakly referenced
+        return torch.empty(numel, dtype=like.dtype, device=like.device)
+    key = (slot, like.dtype, like.device)
+    t = bufs.get(key)
+    if t is None or t.numel() < numel:
+        t = bufs[key] = torch.empty(max(numel, 1), dtype=like.dtype, device=like.device)
+    return t[:numel]

@@ -72,7 +72,7 @@ def all_gather(
 
     job = launch("all_gather", group, algorithm, options, validate)
     n, r, p = tensor.numel(), job.transport.rank, job.transport.world_size
-    work = scratch(p * n, tensor)
+    work = scratch(p * n, tensor, job.transport)
     work[r * n : (r + 1) * n].copy_(tensor.view(-1))
     job.run({WORK: work})
     for i, out in enumerate(tensor_list):
@@ -110,9 +110,11 @@ def scatter(
     job = launch("scatter", group, algorithm, options, validate)
     n, r, p, root = tensor.numel(), job.transport.rank, job.transport.world_size, job.meta.root
     if r == root:  # slot v holds the block for rank (root + v) % p
-        work = torch.cat([scatter_list[(root + v) % p].reshape(-1) for v in range(p)])
+        work = scratch(p * n, tensor, job.transport)
+        for v in range(p):  # no torch.cat: into the reused buffer
+            work[v * n : (v + 1) * n].copy_(scatter_list[(root + v) % p].reshape(-1))
     else:
-        work = scratch(p * n, tensor)
+        work = scratch(p * n, tensor, job.transport)
     job.run({WORK: work})
     v = (r - root) % p
     tensor.view(-1).copy_(work[v * n : (v + 1) * n])
@@ -148,7 +150,7 @@ def gather(
 
     job = launch("gather", group, algorithm, options, validate)
     n, r, p, root = tensor.numel(), job.transport.rank, job.transport.world_size, job.meta.root
-    work = scratch(p * n, tensor)
+    work = scratch(p * n, tensor, job.transport)
     v = (r - root) % p
     work[v * n : (v + 1) * n].copy_(tensor.view(-1))
     job.run({WORK: work})

@@ -7,7 +7,7 @@ import torch
 from ..ops import ReduceOp, resolve_op
 from ..schedule import WORK
 from ..transport import Done
-from .core import Meta, launch
+from .core import Meta, launch, scratch
 
 
 def _finish_avg(job, tensor: torch.Tensor) -> None:
@@ -74,7 +74,11 @@ def reduce(
 
     job = launch("reduce", group, algorithm, options, validate)
     root = job.transport.rank == job.meta.root
-    work = tensor.view(-1) if root else tensor.detach().clone().view(-1)
+    if root:
+        work = tensor.view(-1)
+    else:  # non-roots work on a copy, in a buffer reused across calls
+        work = scratch(tensor.numel(), tensor, job.transport)
+        work.copy_(tensor.detach().view(-1))
     job.run({WORK: work})
     if root:
         _finish_avg(job, tensor)

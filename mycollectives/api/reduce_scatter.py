@@ -8,7 +8,7 @@ import torch
 from ..ops import ReduceOp, resolve_op
 from ..schedule import WORK
 from ..transport import Done
-from .core import Meta, launch
+from .core import Meta, launch, scratch
 
 
 def _run(job, work: torch.Tensor, output: torch.Tensor) -> None:
@@ -47,7 +47,9 @@ def reduce_scatter_tensor(
         return Meta(output.dtype, output.numel(), op=resolve_op(op))
 
     job = launch("reduce_scatter_tensor", group, algorithm, options, validate)
-    _run(job, input.detach().reshape(-1).clone(), output)
+    work = scratch(input.numel(), output, job.transport)  # input stays untouched
+    work.copy_(input.detach().reshape(-1))
+    _run(job, work, output)
     return Done() if async_op else None
 
 
@@ -76,5 +78,9 @@ def reduce_scatter(
         return Meta(output.dtype, output.numel(), op=resolve_op(op))
 
     job = launch("reduce_scatter", group, algorithm, options, validate)
-    _run(job, torch.cat([x.reshape(-1) for x in input_list]), output)
+    n = output.numel()
+    work = scratch(len(input_list) * n, output, job.transport)
+    for i, x in enumerate(input_list):  # no torch.cat: into the reused buffer
+        work[i * n : (i + 1) * n].copy_(x.reshape(-1))
+    _run(job, work, output)
     return Done() if async_op else None

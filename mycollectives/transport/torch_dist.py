@@ -21,6 +21,7 @@ import torch.distributed as dist
 from .base import Label, Message, TransportPeerError, TransportTimeout
 
 DEFAULT_TIMEOUT = 300.0
+DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
 
 
 class TorchDistTransport:
@@ -46,6 +47,10 @@ class TorchDistTransport:
         self.nccl = self.backend == "nccl"
         self.batched = self.nccl if batched is None else batched
         self.timeout = float(timeout or os.environ.get("MYCOLLECTIVES_TIMEOUT", DEFAULT_TIMEOUT))
+        # gloo: cut big transfers into messages of this size, posted together, so
+        # the executor reduces one while the next arrives (None: never cut)
+        limit = os.environ.get("MYCOLLECTIVES_MAX_MESSAGE_BYTES", str(DEFAULT_MAX_MESSAGE_BYTES))
+        self.max_message_bytes = None if self.batched or int(limit) <= 0 else int(limit)
         self._global = [dist.get_global_rank(self.group, r) for r in range(self.world_size)]
         self._group_of = {g: r for r, g in enumerate(self._global)}
         if self.nccl:

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The recorded sweeps of chapters/benchmarks.md: our algorithms against gloo's
+# own collectives, 2 and 4 local processes, interleaved, on this machine.
+# Usage: benchmarks/run_sweeps.sh [python]   (writes benchmarks/results/)
+set -euo pipefail
+PY=${1:-.venv/bin/python}
+OUT=benchmarks/results
+mkdir -p "$OUT"
+for n in 2 4; do
+  $PY -m mycollectives.bench --nprocs $n -C all_reduce -b 64K -e 64M -f 2 -n 3 -w 1 --reps 5 \
+      --algorithm all --calibrate 1 --json "$OUT/all_reduce_np$n.json" --csv "$OUT/all_reduce_np$n.csv"
+  for c in broadcast reduce all_gather reduce_scatter all_to_all scatter gather; do
+    $PY -m mycollectives.bench --nprocs $n -C $c -b 64K -e 64M -f 4 -n 3 -w 1 --reps 5 \
+        --algorithm all --json "$OUT/${c}_np$n.json" --csv "$OUT/${c}_np$n.csv"
+  done
+done

@@ -1,0 +1,5 @@
+"""``python -m mycollectives.bench``: see :mod:`mycollectives.bench.cli`."""
+
+from .cli import main
+
+main()

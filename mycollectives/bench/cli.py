@@ -1,0 +1,183 @@
+"""``python -m mycollectives.bench``: nccl-tests' flags, our algorithms, the native one.
+
+Launch under ``torchrun`` (one process per GPU with NCCL, or gloo on CPUs),
+or let ``--nprocs N`` spawn N local gloo processes. Flags as in nccl-tests
+(``-b -e -f -i -n -w -c -o -d -r``); ``-o`` is the reduction op, as there,
+and ``--collective`` picks the collective (nccl-tests has one binary each).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+import tempfile
+
+import torch
+import torch.distributed as dist
+
+import mycollectives as mc
+
+from . import report
+from .cases import NATIVE
+from .factors import BUSBW_FACTORS, DTYPES, parse_size, sizes
+
+COLLECTIVES = tuple(BUSBW_FACTORS)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m mycollectives.bench", description=__doc__.splitlines()[0])
+    a = p.add_argument
+    a(
+        "--collective",
+        "-C",
+        default="all_reduce",
+        choices=COLLECTIVES,
+        help="the collective (default all_reduce)",
+    )
+    a("-b", "--minbytes", default="32M", help="smallest size, e.g. 8, 64K, 16M (default 32M)")
+    a("-e", "--maxbytes", default="32M", help="largest size (default 32M)")
+    a("-f", "--stepfactor", type=int, default=2, help="multiply the size by this (default 2)")
+    a("-i", "--stepbytes", default="0", help="add this many bytes instead of multiplying")
+    a("-n", "--iters", type=int, default=20, help="timed calls per repetition (default 20)")
+    a("-w", "--warmup_iters", type=int, default=5, help="untimed calls first (default 5)")
+    a("-c", "--check", type=int, default=1, help="check results (1) or not (0); default 1")
+    a("-o", "--op", default="sum", choices=("sum", "prod", "min", "max", "avg"), help="reduction op")
+    a("-d", "--datatype", default="float", choices=sorted(DTYPES), help="element type (default float)")
+    a("-r", "--root", type=int, default=0, help="root of rooted collectives (default 0)")
+    a("--algorithm", default="all", help="ours, a comma list, 'all' (ours, auto and native) or 'native'")
+    a("--reps", type=int, default=5, help="interleaved repetitions; the median is reported (default 5)")
+    a("--nprocs", type=int, default=0, help="spawn this many local gloo processes (not under torchrun)")
+    a("--device", choices=("auto", "cpu", "cuda"), default="auto", help="cuda (NCCL) if available, else cpu")
+    a(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch.set_num_threads per process (0: cores / processes, at least 1, as torchrun's OMP_NUM_THREADS=1)",
+    )
+    a("--arg-check", type=int, default=0, help="1: keep our cross-rank argument check in the timing")
+    a("--csv", help="write the results as CSV here (rank 0)")
+    a("--json", help="write the results and the machine as JSON here (rank 0)")
+    a("--plot", help="draw busbw against size, one line per algorithm, into this image (rank 0)")
+    a("--calibrate", type=int, default=0, help="1: fit alpha, beta, gamma by ping-pong first (into the JSON)")
+    a("--progress", type=int, default=1, help="progress bar on stderr (default 1)")
+    return p
+
+
+def algorithm_list(spec: str, collective: str) -> list[str]:
+    """``"all"``, ``"native"``, one name or a comma list, checked against the menu.
+
+    >>> algorithm_list("ring,native", "all_reduce")
+    ['ring', 'native']
+    """
+    menu = mc.algorithms(collective)
+    if spec == "all":
+        return ["auto", *menu, NATIVE]
+    names = [s.strip() for s in spec.split(",") if s.strip()]
+    for n in names:
+        if n not in (*menu, "auto", NATIVE):
+            raise SystemExit(f"--algorithm: {n!r} is not one of {('all', 'auto', NATIVE, *menu)}")
+    return names
+
+
+def _device(args) -> torch.device:
+    want_cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
+    if want_cuda:
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+    return torch.device("cpu")
+
+
+def bench(args) -> list:
+    """The body every rank runs once the process group is up."""
+    from .runner import run_sweep
+
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", dist.get_world_size()))
+    torch.set_num_threads(args.threads or max(1, (os.cpu_count() or 1) // local))
+    device = _device(args)
+    rank, p = dist.get_rank(), dist.get_world_size()
+    algs = algorithm_list(args.algorithm, args.collective)
+    sweep = sizes(
+        parse_size(args.minbytes), parse_size(args.maxbytes), args.stepfactor, parse_size(args.stepbytes)
+    )
+    say = print if rank == 0 else (lambda *a, **k: None)
+    meta = report.machine(dist.get_backend(), p)
+    say(f"# mycollectives.bench {args.collective}: nranks {p} backend {meta['backend']} device {device} "
+        f"minBytes {sweep[0]} maxBytes {sweep[-1]} warmup iters: {args.warmup_iters} iters: {args.iters} "
+        f"reps: {args.reps} validation: {args.check} arg-check: {args.arg_check}")  # fmt: skip
+    say(f"# machine: {meta['cpu']}, {meta['cores']} cores, load average {meta['loadavg']}")
+    if args.calibrate:
+        from .model import calibrate_group
+
+        m = calibrate_group(device=device, max_bytes=sweep[-1])
+        meta["calibration"] = {"alpha": m.alpha, "beta": m.beta, "gamma": m.gamma}
+        say(
+            f"# calibrated: alpha {m.alpha * 1e6:.2f} us, beta {m.beta * 1e9:.4f} ns/B, gamma {m.gamma * 1e9:.4f} ns/B"
+        )
+    say(report.header(algs), flush=True)
+    results = run_sweep(
+        args.collective, sweep, algs, dtype=DTYPES[args.datatype], redop=args.op, root=args.root,
+        iters=args.iters, warmup=args.warmup_iters, reps=args.reps, check=bool(args.check),
+        arg_check=bool(args.arg_check), device=device, progress=bool(args.progress),
+        on_size=lambda rows: say(report.row(rows, algs), flush=True),
+    )  # fmt: skip
+    say(report.footer(results, algs))
+    if rank == 0:
+        meta["loadavg_after"] = list(os.getloadavg())
+        meta["command"] = " ".join(["python -m mycollectives.bench", *sys.argv[1:]])
+        if args.csv:
+            report.write_csv(args.csv, results)
+        if args.json:
+            report.write_json(args.json, results, meta)
+        if args.plot:
+            from .plot import plot_busbw
+
+            plot_busbw(results, args.plot, title=f"{args.collective}, {p} ranks, {meta['backend']}")
+    return results
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _spawned(rank: int, world: int, store: str, args) -> None:
+    os.environ.update(
+        RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world)
+    )
+    # a file store: no port to race for with other runs on the machine
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
+    try:
+        bench(args)
+    finally:
+        dist.destroy_process_group()
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # torchrun
+        device = _device(args)
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+            dist.init_process_group("nccl", device_id=device)
+        else:
+            dist.init_process_group("gloo")
+        try:
+            bench(args)
+        finally:
+            dist.destroy_process_group()
+        return
+    import torch.multiprocessing as mp
+
+    n = args.nprocs or 1
+    if args.device == "cuda" and n > 1:
+        raise SystemExit("--nprocs spawns gloo processes on the CPU; use torchrun for several GPUs")
+    if n == 1 and _device(args).type == "cuda":  # one GPU, NCCL with world size 1
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), RANK="0", WORLD_SIZE="1")
+        os.environ.setdefault("LOCAL_RANK", "0")
+        return main(argv)
+    args.device = "cpu"
+    with tempfile.TemporaryDirectory() as tmp:
+        store = os.path.join(tmp, "store")
+        mp.start_processes(_spawned, args=(n, store, args), nprocs=n, join=True, start_method="spawn")

@@ -1,0 +1,61 @@
+"""Figures of a sweep: busbw against size, and predicted against measured."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .runner import Result
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def busbw_axes(ax, results: Sequence[Result], title: str = "") -> None:
+    """One line per algorithm (the native one dashed, in black)."""
+    algs = list(dict.fromkeys(r.algorithm for r in results))
+    for a in algs:
+        pts = sorted((r.size, r.busbw) for r in results if r.algorithm == a)
+        style = {"color": "black", "linestyle": "--", "linewidth": 2} if a == "native" else {}
+        ax.plot([s for s, _ in pts], [b for _, b in pts], marker="o", label=a, **style)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("size (bytes)")
+    ax.set_ylabel("busbw (GB/s)")
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+
+
+def plot_busbw(results: Sequence[Result], path: str | None = None, title: str = ""):
+    """busbw against size; saved to ``path`` if given; returns the figure."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    busbw_axes(ax, results, title)
+    fig.tight_layout()
+    if path:
+        fig.savefig(path, dpi=120)
+    return fig
+
+
+def model_axes(ax, points, title: str = "") -> None:
+    """Predicted against measured time, log-log, with the diagonal and a 15 % band."""
+    algs = list(dict.fromkeys(p.algorithm for p in points))
+    for a in algs:
+        ps = [p for p in points if p.algorithm == a]
+        ax.scatter([p.measured_us for p in ps], [p.predicted_us for p in ps], label=a, s=18)
+    vals = [v for p in points for v in (p.measured_us, p.predicted_us)]
+    if vals:
+        lo, hi = min(vals) / 1.5, max(vals) * 1.5
+        ax.plot([lo, hi], [lo, hi], color="black", linewidth=1)
+        ax.fill_between([lo, hi], [lo * 0.85, hi * 0.85], [lo * 1.15, hi * 1.15], color="grey", alpha=0.2)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("measured (us)")
+    ax.set_ylabel("predicted (us)")
+    ax.set_title(title)
+    ax.legend(fontsize="small")

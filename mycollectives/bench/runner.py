@@ -1,0 +1,163 @@
+"""Warm-up, timing and checking, with the algorithms interleaved.
+
+For every size, each *repetition* runs every algorithm (ours and
+``"native"``) for ``iters`` back-to-back calls, in a rotated order, and
+records the time per call; the reported time is the median over
+repetitions. Interleaving keeps the ratio between two algorithms honest on a
+machine whose load drifts: each repetition sees them under the same load.
+Like nccl-tests, a rank's time is that of its slowest peer (the ranks agree
+on the maximum).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+
+import torch
+import torch.distributed as dist
+
+from .cases import NATIVE, Case
+from .factors import TYPE_NAMES, bandwidths
+
+
+@dataclass
+class Result:
+    """One (size, algorithm) point of a sweep."""
+
+    collective: str
+    algorithm: str
+    size: int  # bytes, nccl-tests' meaning
+    count: int  # elements
+    type: str
+    redop: str
+    root: int
+    world_size: int
+    time_us: float  # median over repetitions
+    algbw: float  # GB/s
+    busbw: float  # GB/s
+    wrong: int | None  # None: not checked
+    times_us: list[float] = field(default_factory=list)
+
+    def asdict(self) -> dict:
+        return asdict(self)
+
+
+class Progress:
+    """A one-line progress bar on stderr (rank 0 only; silent when disabled)."""
+
+    def __init__(self, total: int, enabled: bool):
+        self.total, self.done, self.enabled, self.t0 = total, 0, enabled, time.monotonic()
+
+    def step(self, what: str) -> None:
+        self.done += 1
+        if not self.enabled:
+            return
+        frac = self.done / max(self.total, 1)
+        bar = "#" * int(30 * frac)
+        sys.stderr.write(
+            f"\r[{bar:<30}] {self.done}/{self.total} {time.monotonic() - self.t0:6.1f}s {what:<28}"
+        )
+        if self.done >= self.total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def _sync(device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _agree_max(values: list[float], device, group) -> list[float]:
+    t = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(t, dist.ReduceOp.MAX, group)
+    return t.tolist()
+
+
+def _barrier(device, group) -> None:
+    t = torch.zeros(1, device=device)
+    dist.all_reduce(t, group=group)
+    _sync(device)
+
+
+def time_calls(case: Case, algorithm: str, iters: int) -> float:
+    """Seconds per call of ``iters`` back-to-back calls on this rank."""
+    _barrier(case.device, case.group)
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        case.call(algorithm)
+    _sync(case.device)
+    return (time.perf_counter() - t0) / iters
+
+
+def run_size(
+    case: Case, algorithms: list[str], iters: int, warmup: int, reps: int, check: bool, progress: Progress
+) -> list[Result]:
+    """Measure every algorithm on one case, interleaved; one :class:`Result` each."""
+    algs = [a for a in algorithms if a != NATIVE or case.native_supported()]
+    wrong = {}
+    for a in algs:
+        if check:
+            w = torch.tensor([case.check(a)], device=case.device)
+            dist.all_reduce(w, group=case.group)
+            wrong[a] = int(w.item())
+        for _ in range(warmup):
+            case.call(a)
+    _sync(case.device)
+    samples: dict[str, list[float]] = {a: [] for a in algs}
+    for rep in range(reps):
+        order = algs[rep % len(algs) :] + algs[: rep % len(algs)]
+        got = [time_calls(case, a, iters) for a in order]
+        for a, t in zip(order, _agree_max(got, case.device, case.group)):
+            samples[a].append(t * 1e6)
+        progress.step(f"{case.collective} {case.bytes}B")
+    out = []
+    for a in algorithms:
+        if a not in samples:
+            continue
+        med = statistics.median(samples[a])
+        algbw, busbw = bandwidths(case.collective, case.bytes, med * 1e-6, case.p)
+        root = case.root if case.collective in ("broadcast", "reduce", "scatter", "gather") else -1
+        redop = case.redop if case.collective in ("all_reduce", "reduce", "reduce_scatter") else "none"
+        out.append(
+            Result(case.collective, a, case.bytes, case.count, TYPE_NAMES.get(case.dtype, str(case.dtype)),
+                   redop, root, case.p, med, algbw, busbw, wrong.get(a), samples[a])
+        )  # fmt: skip
+    return out
+
+
+def run_sweep(
+    collective: str,
+    sizes: list[int],
+    algorithms: list[str],
+    *,
+    dtype: torch.dtype = torch.float32,
+    redop: str = "sum",
+    root: int = 0,
+    iters: int = 20,
+    warmup: int = 5,
+    reps: int = 5,
+    check: bool = True,
+    arg_check: bool = False,
+    group=None,
+    device: torch.device | None = None,
+    progress: bool = False,
+    on_size=None,
+) -> list[Result]:
+    """Run the sweep on every rank of ``group``; every rank returns the same results.
+
+    ``on_size(results)`` is called after each size (to print its row).
+    """
+    device = device or torch.device("cpu")
+    bar = Progress(len(sizes) * reps, progress and dist.get_rank(group) == 0)
+    out: list[Result] = []
+    for n in sizes:
+        case = Case(collective, n, dtype, redop, root, arg_check, group, device)
+        rows = run_size(case, algorithms, iters, warmup, reps, check, bar)
+        out += rows
+        if on_size is not None:
+            on_size(rows)
+        del case
+    return out

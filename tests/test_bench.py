@@ -1,0 +1,139 @@
+"""The benchmark: nccl-tests' vocabulary and format, arguments, the model fit,
+and one tiny real two-process run (performance itself is measured by
+``benchmarks/run_sweeps.sh``, never asserted here)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from mycollectives.bench import busbw_factor, parse_size, sizes
+from mycollectives.bench.cli import algorithm_list, parser
+from mycollectives.bench.factors import bandwidths, count_for
+from mycollectives.bench.model import compare, features, fit_to_sweep, median_error, predict_us
+from mycollectives.bench.report import header, parse_table, row, time_str
+from mycollectives.bench.runner import Result
+from mycollectives.cost import Machine
+
+# A row as nccl-tests' all_reduce_perf prints it (8 ranks), for the layout.
+NCCL_TESTS_ROW = (
+    "     1048576        262144     float     sum      -1    55.23   18.98   33.22      0"
+    "    54.70   19.17   33.55      0"
+)
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 8])
+def test_busbw_factors_are_nccl_tests(n):
+    assert busbw_factor("all_reduce", n) == pytest.approx(2 * (n - 1) / n)
+    for c in ("all_gather", "reduce_scatter", "all_to_all"):
+        assert busbw_factor(c, n) == pytest.approx((n - 1) / n)
+    assert busbw_factor("broadcast", n) == busbw_factor("reduce", n) == 1.0
+
+
+def test_bandwidths_in_gb_per_s():
+    algbw, busbw = bandwidths("all_reduce", 1_000_000_000, 1.0, 4)
+    assert algbw == pytest.approx(1.0) and busbw == pytest.approx(1.5)
+
+
+def test_sizes_and_counts():
+    assert parse_size("64K") == 65536 and parse_size("1G") == 1 << 30 and parse_size("8") == 8
+    with pytest.raises(ValueError):
+        parse_size("lots")
+    assert sizes(8, 64, 2) == [8, 16, 32, 64]
+    assert sizes(100, 400, step_bytes=100) == [100, 200, 300, 400]
+    assert count_for("all_gather", 1000, 3, 4) == 249  # 250 elements, rounded to a multiple of 3
+    assert count_for("all_reduce", 1000, 3, 4) == 250
+
+
+def test_time_field_as_nccl_tests():
+    assert time_str(55.234) == "  55.23" and time_str(123.45) == "  123.5" and time_str(12345.6) == "  12346"
+
+
+def _result(alg="ring", size=1048576, t=55.23, wrong=0, coll="all_reduce", p=8):
+    algbw, busbw = bandwidths(coll, size, t * 1e-6, p)
+    return Result(coll, alg, size, size // 4, "float", "sum", -1, p, t, algbw, busbw, wrong, [t])
+
+
+def test_row_lines_up_with_nccl_tests_column_by_column():
+    ours = row([_result("ring"), _result("native", t=54.70)], ["ring", "native"])
+    theirs = NCCL_TESTS_ROW
+    assert len(ours) == len(theirs)
+    # every field ends where nccl-tests' field ends
+    ends = lambda s: [i for i in range(len(s)) if s[i] != " " and (i + 1 == len(s) or s[i + 1] == " ")]  # noqa: E731
+    assert ends(ours) == ends(theirs)
+    a, b = parse_table(ours)[0], parse_table(theirs)[0]
+    assert a[:5] == b[:5] and a[5] == b[5] and a[8] == b[8]
+
+
+def test_header_names_the_columns_and_algorithms():
+    h = header(["ring", "native"]).splitlines()
+    assert all(line.startswith("#") for line in h)
+    assert h[1].split()[1:] == "size count type redop root".split() + "time algbw busbw #wrong".split() * 2
+    assert "ring" in h[0] and "native" in h[0]
+    assert row([_result("ring")], ["ring", "native"]).split()[-4:] == ["N/A"] * 4
+
+
+def test_flags_as_nccl_tests():
+    a = parser().parse_args("-b 8 -e 128M -f 2 -n 20 -w 5 -c 0 -o max -d half -r 1".split())
+    assert (a.minbytes, a.maxbytes, a.stepfactor, a.iters, a.warmup_iters, a.check) == (
+        "8",
+        "128M",
+        2,
+        20,
+        5,
+        0,
+    )
+    assert (a.op, a.datatype, a.root) == ("max", "half", 1)
+    assert (
+        algorithm_list("all", "all_reduce")[0] == "auto"
+        and algorithm_list("all", "all_reduce")[-1] == "native"
+    )
+    assert algorithm_list("native", "broadcast") == ["native"]
+    with pytest.raises(SystemExit):
+        algorithm_list("ring,nope", "all_reduce")
+
+
+def test_the_fit_recovers_a_machine_that_made_the_data():
+    truth = Machine(alpha=50e-6, beta=1e-9, gamma=0.5e-9)
+    pts = []
+    for alg in ("ring", "recursive_doubling", "reduce_broadcast"):
+        for k in range(16, 25):
+            r = _result(alg, 1 << k, 1.0, p=4)
+            r.time_us = predict_us(r, truth)
+            pts.append(r)
+    fitted = fit_to_sweep(pts, Machine(1e-5, 1e-9, 1e-9))
+    assert fitted.alpha == pytest.approx(truth.alpha, rel=1e-3)
+    assert fitted.beta == pytest.approx(truth.beta, rel=1e-3)
+    assert median_error(compare(pts, fitted)) < 1e-6
+    assert features(pts[0], truth)[0] == 6  # ring on 4 ranks: 2(p-1) messages
+
+
+@pytest.mark.timeout(180)
+def test_a_tiny_real_two_process_run(tmp_path):
+    out = tmp_path / "r.json"
+    cmd = [sys.executable, "-m", "mycollectives.bench", "--nprocs", "2", "-b", "1K", "-e", "4K", "-n", "2",
+           "-w", "1", "--reps", "2", "--algorithm", "ring,auto,native", "--progress", "0", "--json", str(out)]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=170)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = parse_table(done.stdout)
+    assert [int(r[0]) for r in rows] == [1024, 2048, 4096]
+    assert all(len(r) == 5 + 4 * 3 for r in rows)
+    assert all(r[8] == "0" and r[12] == "0" and r[16] == "0" for r in rows)  # no wrong elements
+    data = json.loads(out.read_text())
+    assert data["machine"]["backend"] == "gloo" and data["machine"]["world_size"] == 2
+    assert {r["algorithm"] for r in data["results"]} == {"ring", "auto", "native"}
+
+
+def test_plots_draw_every_algorithm(tmp_path):
+    pytest.importorskip("matplotlib")
+    from mycollectives.bench.plot import model_axes, plot_busbw
+
+    rows = [_result(a, 1 << k, 10.0 * k) for a in ("ring", "native") for k in (10, 12, 14)]
+    fig = plot_busbw(rows, str(tmp_path / "busbw.png"), "test")
+    assert (tmp_path / "busbw.png").stat().st_size > 0
+    assert [ln.get_label() for ln in fig.axes[0].get_lines()] == ["ring", "native"]
+    pts = compare([r for r in rows if r.algorithm == "ring"], Machine(1e-5, 1e-9, 0.0), min_bytes=0)
+    model_axes(fig.axes[0], pts)
