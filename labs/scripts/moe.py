@@ -147,7 +147,8 @@ def main() -> None:
         loads = torch.empty(p, dtype=received.dtype, device=dev)
         mc.all_gather_into_tensor(loads, received)
         with torch.no_grad():
-            sec = timed(env, lambda: moe_parallel(x, router, w1, w2, k, env), reps=10 if env.gpu else 3)
+            args_ = (x, router, w1, w2, k, env)
+            sec = timed(env, lambda a=args_: moe_parallel(*a), reps=10 if env.gpu else 3)
         loads = loads.tolist()
         imbalance = max(loads) / (sum(loads) / p)
         results.append(dict(experts=n_exp, k=k, time=sec, loads=loads, imbalance=imbalance))
