@@ -94,13 +94,13 @@ def main() -> None:
     args.add_argument("--width", type=int, default=None)
     args.add_argument("--layers", type=int, default=2, help="blocks per stage")
     args.add_argument("--micro", type=int, default=None, help="rows per micro-batch")
-    args.add_argument("--m", type=int, nargs="*", default=None, help="micro-batch counts to sweep")
+    args.add_argument("--micro-batches", type=int, nargs="*", default=None, help="values of m to sweep")
     a = args.parse_args()
     env = setup()
     p, s = env.world_size, env.rank
     width = a.width or (4096 if env.gpu else 512)
     micro = a.micro or (64 if env.gpu else 64)
-    ms = a.m or ([1, 2, 4, 8, 16, 32] if env.gpu else [1, 2, 4, 8])
+    ms = a.micro_batches or ([1, 2, 4, 8, 16, 32] if env.gpu else [1, 2, 4, 8])
     full = make_model(width, p * a.layers, env)
     stage = full[s * a.layers : (s + 1) * a.layers]
     tol = dict(rtol=1e-4, atol=1e-5) if env.gpu else dict(rtol=1e-5, atol=1e-6)
@@ -133,7 +133,9 @@ def main() -> None:
             )
             busy = sum(e - b for _, _, b, e in r["events"])
             gathered: list = [None] * p
-            dist.all_gather_object(gathered, dict(events=r["events"], busy=busy, total=r["total"]))
+            dist.all_gather_object(
+                gathered, dict(events=r["events"], busy=busy, total=r["total"], peak=r["peak"])
+            )
             total = max(g["total"] for g in gathered)
             bubble = sum(1 - g["busy"] / total for g in gathered) / p
             sweep.append(
@@ -143,7 +145,7 @@ def main() -> None:
                     bubble=bubble,
                     ideal=(p - 1) / (m + p - 1),
                     time=total,
-                    peak=r["peak"],
+                    peaks=[g["peak"] for g in gathered],
                     timelines=[g["events"] for g in gathered],
                 )
             )
