@@ -107,7 +107,9 @@ def main() -> None:
     args.add_argument("--tokens", type=int, default=None, help="tokens per rank")
     args.add_argument("--d", type=int, default=None)
     args.add_argument("--k", type=int, default=2)
-    args.add_argument("--experts-per-rank", type=int, nargs="*", default=[1, 2, 4, 8])
+    args.add_argument(
+        "--experts-per-rank", type=int, nargs="*", default=None, help="default 1 2 4 8 (CPU: 1 2 4)"
+    )
     a = args.parse_args()
     env = setup()
     p, dev = env.world_size, env.device
@@ -115,7 +117,7 @@ def main() -> None:
     h = 4 * d
     tol = dict(rtol=1e-4, atol=1e-4) if env.gpu else dict(rtol=1e-5, atol=1e-5)
     results = []
-    for per_rank in a.experts_per_rank:
+    for per_rank in a.experts_per_rank or ([1, 2, 4, 8] if env.gpu else [1, 2, 4]):
         n_exp = per_rank * p
         k = min(a.k, n_exp)
         full = init_params(n_exp, d, h, env)
