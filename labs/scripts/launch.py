@@ -60,5 +60,5 @@ def torchrun(
                 f"{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
             )
         result = json.loads(out.read_text())
-        result["stderr"] = proc.stderr
+        result["stdout"], result["stderr"] = proc.stdout, proc.stderr  # NCCL_DEBUG logs go to stdout
         return result
