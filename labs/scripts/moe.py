@@ -105,7 +105,7 @@ def moe_parallel(x, router, w1, w2, k: int, env: Env, stats: dict | None = None)
 def main() -> None:
     args = parser(__doc__)
     args.add_argument("--tokens", type=int, default=None, help="tokens per rank")
-    args.add_argument("--d", type=int, default=None)
+    args.add_argument("--hidden", type=int, default=None, help="model width d")
     args.add_argument("--k", type=int, default=2)
     args.add_argument(
         "--experts-per-rank", type=int, nargs="*", default=None, help="default 1 2 4 8 (CPU: 1 2 4)"
@@ -113,7 +113,7 @@ def main() -> None:
     a = args.parse_args()
     env = setup()
     p, dev = env.world_size, env.device
-    t, d = a.tokens or (8192 if env.gpu else 256), a.d or (1024 if env.gpu else 64)
+    t, d = a.tokens or (8192 if env.gpu else 256), a.hidden or (1024 if env.gpu else 64)
     h = 4 * d
     tol = dict(rtol=1e-4, atol=1e-4) if env.gpu else dict(rtol=1e-5, atol=1e-5)
     results = []
