@@ -157,15 +157,23 @@ def main() -> None:
         "BucketedDDP overlap": lambda: BucketedDDP(make_model(width, a.depth, env), env, 4 << 20),
         "BucketedDDP no overlap": lambda: BucketedDDP(make_model(width, a.depth, env), env, 4 << 20, False),
     }
+    got_by_variant = {}
     for name, build in variants.items():
         model = build()
         loss_fn(model(shard(x, env)), shard(y, env)).backward()
         if isinstance(model, BucketedDDP):
             model.finish()
             model = model.module
-        for k, (got, exp) in enumerate(zip(grads_of(model), want)):
+        got_by_variant[name] = grads_of(model)
+        for k, (got, exp) in enumerate(zip(got_by_variant[name], want)):
             torch.testing.assert_close(got, exp, **tol, msg=lambda m, k=k, n=name: f"{n}, parameter {k}: {m}")
-        log(env, f"{name:24s} gradients equal the single-process reference")
+            torch.testing.assert_close(  # and torch's DDP, bucket for bucket
+                got,
+                got_by_variant["torch DDP"][k],
+                **tol,
+                msg=lambda m, k=k, n=name: f"{n} vs torch DDP, parameter {k}: {m}",
+            )
+        log(env, f"{name:24s} gradients equal torch DDP's and the single-process reference")
 
     # time a training step (forward, backward, gradient averaging) per variant and bucket size
     def step_time(model, finish) -> float:
