@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
-from common import Env, log, parser, save, setup, teardown, timed
+from common import Env, log, native_group, parser, save, setup, teardown, timed
 
 import mycollectives as mc
 from mycollectives.cost import calibrate
@@ -54,9 +54,7 @@ def main() -> None:
         c = calibrate(device=env.device, reps=5)
         calib = dict(alpha=c.machine.alpha, beta=c.machine.beta, gamma=c.machine.gamma, r2=c.r2)
         log(env, c.report().splitlines()[0])
-    # the backend's own all-reduce gets a communicator of its own: mixing it with our point-to-point
-    # traffic on one gloo group made processes abort at exit now and then (see the lab's notes)
-    native = dist.new_group(backend=env.backend)
+    native = native_group()  # the backend's own all-reduce, on a communicator of its own
     variants = {
         "ring": lambda t: mc.all_reduce(t, algorithm="ring"),
         "hierarchical": lambda t: mc.all_reduce(t, algorithm="hierarchical", local_size=local),

@@ -57,12 +57,29 @@ def setup(timeout_s: float = 120.0) -> Env:
         torch.set_num_threads(1)  # 4 ranks on 2 cores: one thread each
     kwargs = {"device_id": device} if backend == "nccl" else {}
     dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s), **kwargs)
+    native_group()
     return Env(rank, world, local_rank, local_size, device, backend)
+
+
+_native: dict[str, dist.ProcessGroup] = {}
+
+
+def native_group() -> dist.ProcessGroup:
+    """A second group over all ranks, for torch's own collectives (DDP, dist.all_reduce).
+
+    Our collectives use the default group's point-to-point messages; giving
+    torch's collectives a communicator of their own keeps the two from sharing
+    one gloo context (sharing one made processes abort at exit now and then).
+    :func:`setup` creates it, on every rank at the same point.
+    """
+    if "world" not in _native:
+        _native["world"] = dist.new_group(backend=dist.get_backend())
+    return _native["world"]
 
 
 def teardown() -> None:
     if dist.is_initialized():
-        dist.barrier()
+        dist.barrier(group=native_group())
         dist.destroy_process_group()
 
 
@@ -78,7 +95,7 @@ def timed(env: Env, fn: Callable[[], object], reps: int, warmup: int = 1) -> flo
         fn()
     times = []
     for _ in range(reps):
-        dist.barrier()
+        dist.barrier(group=native_group())
         sync(env)
         t0 = time.perf_counter()
         fn()

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from common import Env, log, parser, save, setup, sync, teardown, timed
+from common import Env, log, native_group, parser, save, setup, sync, teardown, timed
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
@@ -133,6 +133,7 @@ def main() -> None:
     args.add_argument("--trace", default=None, help="rank 0 writes a chrome trace (open in ui.perfetto.dev)")
     a = args.parse_args()
     env = setup()
+    native_group()  # torch's DDP communicates here, our collectives on the default group
     width = a.width or (4096 if env.gpu else 256)
     steps = a.steps or (20 if env.gpu else 3)
     per_rank = 64 if env.gpu else 16
@@ -152,8 +153,12 @@ def main() -> None:
     )
 
     variants = {
-        "torch DDP": lambda: DistributedDataParallel(make_model(width, a.depth, env)),
-        "torch DDP + mc hook": lambda: _with_hook(DistributedDataParallel(make_model(width, a.depth, env))),
+        "torch DDP": lambda: DistributedDataParallel(
+            make_model(width, a.depth, env), process_group=native_group()
+        ),
+        "torch DDP + mc hook": lambda: _with_hook(
+            DistributedDataParallel(make_model(width, a.depth, env), process_group=native_group())
+        ),
         "BucketedDDP overlap": lambda: BucketedDDP(make_model(width, a.depth, env), env, 4 << 20),
         "BucketedDDP no overlap": lambda: BucketedDDP(make_model(width, a.depth, env), env, 4 << 20, False),
     }
@@ -206,7 +211,7 @@ def main() -> None:
     step = lambda: (loss_fn(m(xs), ys).backward(), m.finish())  # noqa: E731
     step()
     m.events.clear()
-    dist.barrier()
+    dist.barrier(group=native_group())
     with torch.profiler.profile(activities=_activities(env)) as prof:
         t0 = time.perf_counter()
         with torch.profiler.record_function("forward"):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 
 import torch
-from common import Env, log, parser, save, setup, sync, teardown, timed
+from common import Env, log, native_group, parser, save, setup, sync, teardown, timed
 from torch import nn
 from torch.func import functional_call
 from torch.nn.parallel import DistributedDataParallel
@@ -123,7 +123,7 @@ def main() -> None:
     data = [batch(s, per_rank, width, env) for s in range(steps)]
 
     # DDP with Adam: every rank holds everything
-    ddp = DistributedDataParallel(make_model(width, a.depth, env))
+    ddp = DistributedDataParallel(make_model(width, a.depth, env), process_group=native_group())
     opt = torch.optim.Adam(ddp.parameters(), lr=LR)
     n_params = sum(p.numel() for p in ddp.parameters())
     if env.gpu:

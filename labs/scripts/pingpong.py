@@ -15,7 +15,7 @@ import time
 import numpy as np
 import torch
 import torch.distributed as dist
-from common import Env, log, parser, save, setup, sync, teardown
+from common import Env, log, native_group, parser, save, setup, sync, teardown
 
 import mycollectives as mc
 from mycollectives.cost.calibration import fit_alpha_beta
@@ -57,7 +57,7 @@ def main() -> None:
     times = torch.zeros(len(pairs), len(sizes), dtype=torch.float64, device=env.device)
     log(env, f"{len(pairs)} pairs x {len(sizes)} sizes (4 B .. {max_bytes} B), {reps} round trips each")
     for k, (i, j) in enumerate(pairs):
-        dist.barrier()
+        dist.barrier(group=native_group())
         if env.rank in (i, j):
             peer = j if env.rank == i else i
             for s, n in enumerate(sizes):

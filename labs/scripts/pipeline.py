@@ -18,7 +18,7 @@ import time
 
 import torch
 import torch.distributed as dist
-from common import Env, log, parser, save, setup, sync, teardown
+from common import Env, log, native_group, parser, save, setup, sync, teardown
 from torch import nn
 
 from mycollectives.transport import Label, Message, resolve_group
@@ -61,7 +61,7 @@ def run_stage(stage: nn.Module, acts, env: Env, xs, ys, shape) -> dict:
     outputs: dict[int, torch.Tensor] = {}
     results, events, peak = {}, [], 0
     pending = None  # the previous action's send, posted with this action's receive
-    dist.barrier()
+    dist.barrier(group=native_group())
     t0 = time.perf_counter()
     for kind, i in acts:
         if kind == "F":
