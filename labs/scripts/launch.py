@@ -1,0 +1,64 @@
+"""Launch a lab script with torchrun from a notebook or a test, and read its results.
+
+``torchrun(script, ...)`` runs ``python -m torch.distributed.run --standalone
+--nproc-per-node N labs/scripts/<script> --out <json>`` and returns rank 0's
+JSON. N is the number of GPUs in GPU mode (one rank per GPU), else 4 CPU
+processes with gloo.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+SCRIPTS = Path(__file__).resolve().parent
+ROOT = SCRIPTS.parent.parent
+
+
+def gpu_mode() -> bool:
+    """True on a node with at least two GPUs, unless ``MYCOLLECTIVES_DEVICE=cpu``."""
+    if os.environ.get("MYCOLLECTIVES_DEVICE", "auto") == "cpu":
+        return False
+    return torch.cuda.is_available() and torch.cuda.device_count() >= 2
+
+
+def default_nproc() -> int:
+    return torch.cuda.device_count() if gpu_mode() else 4
+
+
+def torchrun(
+    script: str,
+    *args: str,
+    nproc: int | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 600,
+    echo: bool = True,
+) -> dict:
+    """Run ``labs/scripts/<script>`` on ``nproc`` ranks; return rank 0's results.
+
+    Raises ``RuntimeError`` with the tail of the output if any rank fails
+    (an assertion in a script fails the notebook cell that launched it).
+    """
+    nproc = nproc or default_nproc()
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "result.json"
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
+        cmd += [str(SCRIPTS / script), *args, "--out", str(out)]
+        full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
+        proc = subprocess.run(cmd, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=timeout)
+        if echo and proc.stdout:
+            print(proc.stdout, end="")
+        if proc.returncode != 0:
+            raise RuntimeError(
+                f"{' '.join(cmd[2:])} failed with exit code {proc.returncode}:\n"
+                f"{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+            )
+        result = json.loads(out.read_text())
+        result["stdout"], result["stderr"] = proc.stdout, proc.stderr  # NCCL_DEBUG logs go to stdout
+        return result
