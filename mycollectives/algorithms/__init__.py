@@ -59,8 +59,11 @@ class Spec:
 
     @property
     def from_root(self) -> np.ndarray:
-        """Real rank of each virtual rank, counting from the root: rooted
-        algorithms are written with the root as rank 0, then relabelled."""
+        """The real rank of each virtual rank, counting from the root.
+
+        Rooted algorithms are written with the root as virtual rank 0 and
+        then relabelled with these ranks.
+        """
         return (self.root + np.arange(self.world_size)) % self.world_size
 
 
