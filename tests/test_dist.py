@@ -142,3 +142,27 @@ def test_the_batched_nccl_code_path_on_gloo():
     assert all(count == len(cases) for _, count in results)
     problems = [msg for rank_problems, _ in results for msg in rank_problems]
     assert not problems, "\n".join(problems[:10])
+
+
+_GROUP_LIFETIME = """
+import gc, os, tempfile, weakref
+import torch, torch.distributed as dist
+import mycollectives as mc
+dist.init_process_group("gloo", init_method="file://" + tempfile.mktemp(), rank=0, world_size=1)
+mc.all_reduce(torch.ones(4))
+group = weakref.ref(dist.group.WORLD)
+dist.destroy_process_group()
+gc.collect()
+assert group() is None, "mycollectives kept the destroyed process group alive"
+"""
+
+
+@pytest.mark.timeout(120)
+def test_transports_do_not_keep_a_destroyed_group_alive():
+    # a group kept alive past destroy_process_group() is torn down at interpreter
+    # exit, where gloo's threads made processes abort now and then
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _GROUP_LIFETIME], capture_output=True, text=True, timeout=100)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -38,7 +38,10 @@ class TorchDistTransport:
                 "torch.distributed is not initialized: call torch.distributed.init_process_group() "
                 "first, or run inside mycollectives.run_local"
             )
-        self.group = group if group is not None else dist.group.WORLD
+        # a weak reference: a transport must not keep its process group alive
+        # past destroy_process_group() (gloo's threads would then be torn down
+        # at interpreter exit, which aborts the process now and then)
+        self._group = weakref.ref(group if group is not None else dist.group.WORLD)
         self.rank = dist.get_rank(self.group)
         if self.rank < 0:
             raise ValueError("this process is not a member of the given process group")
@@ -57,6 +60,13 @@ class TorchDistTransport:
             self.device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", torch.cuda.current_device())))
         else:
             self.device = torch.device("cpu")
+
+    @property
+    def group(self):
+        group = self._group()
+        if group is None:
+            raise ValueError("this transport's process group has been destroyed")
+        return group
 
     def group_rank(self, rank: int) -> int:
         try:
@@ -119,19 +129,16 @@ class _DistWork:
 
 
 _transports: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_world: dict = {}
 
 
 def transport_for(group=None) -> TorchDistTransport:
-    """One cached transport per process group (None: the default group)."""
-    if group is None or group is dist.group.WORLD:
-        key = dist.group.WORLD
-        cached = _world.get("world")
-        if cached is not None and cached.group is key:
-            return cached
-        _world["world"] = TorchDistTransport(None)
-        return _world["world"]
-    t = _transports.get(group)
+    """One cached transport per process group (None: the default group).
+
+    The cache is keyed weakly by the group and transports hold their group
+    weakly, so destroying a group frees its transport too.
+    """
+    key = dist.group.WORLD if group is None else group
+    t = _transports.get(key)
     if t is None:
-        t = _transports[group] = TorchDistTransport(group)
+        t = _transports[key] = TorchDistTransport(key)
     return t
