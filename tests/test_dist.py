@@ -164,5 +164,7 @@ def test_transports_do_not_keep_a_destroyed_group_alive():
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-c", _GROUP_LIFETIME], capture_output=True, text=True, timeout=100)
+    done = subprocess.run(
+        [sys.executable, "-c", _GROUP_LIFETIME], capture_output=True, text=True, timeout=100
+    )
     assert done.returncode == 0, done.stderr[-2000:]
