@@ -76,21 +76,25 @@ def _overlaps(piece: Piece, reads: list[tuple[int, int, int]]) -> bool:
     return any(b == buf and off < o + c and o < off + count for b, o, c in reads)
 
 
-class _Scratch:
-    """Per-transport staging memory, grown on demand and reused across calls."""
-
-    def __init__(self):
-        self.buf: dict[tuple, torch.Tensor] = {}
-
-    def get(self, numel: int, like: torch.Tensor) -> torch.Tensor:
-        key = (like.dtype, like.device)
-        t = self.buf.get(key)
-        if t is None or t.numel() < numel:
-            t = self.buf[key] = torch.empty(max(numel, 1), dtype=like.dtype, device=like.device)
-        return t[:numel]
+_workspaces: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-_scratch: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+def workspace(transport, slot: str, numel: int, like: torch.Tensor) -> torch.Tensor:
+    """``numel`` elements of memory kept per (transport, slot, dtype, device).
+
+    Grown on demand and reused by later calls: fresh pages cost a page fault
+    each, while a call's working memory never outlives the call and a
+    transport runs one collective at a time. Different slots never alias.
+    """
+    try:
+        bufs = _workspaces.setdefault(transport, {})
+    except TypeError:  # a transport that cannot be weakly referenced
+        return torch.empty(numel, dtype=like.dtype, device=like.device)
+    key = (slot, like.dtype, like.device)
+    t = bufs.get(key)
+    if t is None or t.numel() < numel:
+        t = bufs[key] = torch.empty(max(numel, 1), dtype=like.dtype, device=like.device)
+    return t[:numel]
 
 
 def _wait(
@@ -145,7 +149,6 @@ def execute(
     me = transport.rank
     timeout = timeout or transport.timeout
     like = next(iter(buffers.values()))
-    scratch = _scratch.setdefault(transport, _Scratch())
     name = label or schedule.collective
     limit = getattr(transport, "max_message_bytes", None)
     seg = max(1, limit // like.element_size()) if limit else None
@@ -166,7 +169,7 @@ def execute(
     for rp in plan(schedule, me):
         tag = Label(name, schedule.algorithm, rp.index)
         staged_total = sum(sum(p[2] for p in pieces) for _, pieces in rp.recvs)
-        staging = scratch.get(staged_total, like) if staged_total else None
+        staging = workspace(transport, "staging", staged_total, like) if staged_total else None
         recvs, at = [], 0
         for peer, pieces in rp.recvs:
             direct = len(pieces) == 1 and not pieces[0][3] and not _overlaps(pieces[0], rp.reads)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from torch import nn
 
 
 @dataclass(frozen=True)
@@ -126,3 +127,13 @@ def save(env: Env, out: Path | None, result: dict) -> None:
 def log(env: Env, *args: object) -> None:
     if env.rank == 0:
         print(*args, flush=True)
+
+
+def make_model(width: int, depth: int, env: Env) -> nn.Module:
+    """The labs' small MLP (DDP, FSDP), with the same initial weights on every
+    rank and in the single-process reference."""
+    torch.manual_seed(0)
+    layers: list[nn.Module] = []
+    for _ in range(depth):
+        layers += [nn.Linear(width, width), nn.GELU()]
+    return nn.Sequential(*layers, nn.Linear(width, 1)).to(env.device)

@@ -21,19 +21,11 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from common import Env, log, native_group, parser, save, setup, sync, teardown, timed
+from common import Env, log, make_model, native_group, parser, save, setup, sync, teardown, timed
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 import mycollectives as mc
-
-
-def make_model(width: int, depth: int, env: Env) -> nn.Module:
-    torch.manual_seed(0)  # the same initial weights on every rank and in the reference
-    layers: list[nn.Module] = []
-    for _ in range(depth):
-        layers += [nn.Linear(width, width), nn.GELU()]
-    return nn.Sequential(*layers, nn.Linear(width, 1)).to(env.device)
 
 
 def batch(step: int, global_batch: int, width: int, env: Env) -> tuple[torch.Tensor, torch.Tensor]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 
 import torch
-from common import Env, log, native_group, parser, save, setup, sync, teardown, timed
+from common import Env, log, make_model, native_group, parser, save, setup, sync, teardown, timed
 from torch import nn
 from torch.func import functional_call
 from torch.nn.parallel import DistributedDataParallel
@@ -28,14 +28,6 @@ from torch.nn.parallel import DistributedDataParallel
 import mycollectives as mc
 
 LR = 1e-3
-
-
-def make_model(width: int, depth: int, env: Env) -> nn.Module:
-    torch.manual_seed(0)
-    layers: list[nn.Module] = []
-    for _ in range(depth):
-        layers += [nn.Linear(width, width), nn.GELU()]
-    return nn.Sequential(*layers, nn.Linear(width, 1)).to(env.device)
 
 
 def batch(step: int, per_rank: int, width: int, env: Env) -> tuple[torch.Tensor, torch.Tensor]:

@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import os
-import weakref
 import zlib
 from dataclasses import dataclass, field
 
@@ -23,7 +22,7 @@ import torch
 
 from .. import auto
 from ..algorithms import ALIASES, COLLECTIVES, Spec, algorithms, build, builder, canonical
-from ..executor import execute
+from ..executor import execute, workspace
 from ..ops import ReduceOp, combiner, op_dtype_error
 from ..schedule import TMP, WORK, Schedule
 from ..transport import Transport, resolve_group
@@ -239,22 +238,9 @@ def _rank_hint():
     return dist.get_rank() if dist.is_available() and dist.is_initialized() else "?"
 
 
-_pool: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def scratch(numel: int, like: torch.Tensor, transport=None, slot: str = "work") -> torch.Tensor:
-    """Working memory for one call: fresh, or, given the ``transport``, a
-    buffer kept per (transport, slot, dtype, device) and reused by later calls
-    (fresh pages cost a page fault each; a collective's working buffer never
-    outlives the call, and a transport runs one collective at a time)."""
+    """Working memory for one call: fresh, or, given the ``transport``, the
+    executor's reusable :func:`~mycollectives.executor.workspace`."""
     if transport is None:
         return torch.empty(numel, dtype=like.dtype, device=like.device)
-    try:
-        bufs = _pool.setdefault(transport, {})
-    except TypeError:  # a transport that cannot be weakly referenced
-        return torch.empty(numel, dtype=like.dtype, device=like.device)
-    key = (slot, like.dtype, like.device)
-    t = bufs.get(key)
-    if t is None or t.numel() < numel:
-        t = bufs[key] = torch.empty(max(numel, 1), dtype=like.dtype, device=like.device)
-    return t[:numel]
+    return workspace(transport, slot, numel, like)
