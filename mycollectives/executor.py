@@ -119,6 +119,40 @@ def _wait(
         ) from e
 
 
+def _early_candidates(rp: RoundPlan, recvs, next_sends) -> dict[int, list]:
+    """The next round's one-piece sends that may leave during this round: per
+    peer, in plan order, each with the set of this round's receives it waits
+    for (those that write its region). A peer's queue stops at the first send
+    that must wait for the end of the round (several pieces, or data that a
+    local copy or a deferred receive writes)."""
+    late_writes = [(d, o, c, False) for _, _, d, o, c, _ in rp.local]
+    late_writes += [p for _, pieces, _, late in recvs if late for p in pieces]
+    out: dict[int, list] = {}
+    blocked: set[int] = set()
+    for i, (msg, peer, region) in enumerate(next_sends):
+        if peer in blocked:
+            continue
+        if region is None or any(_overlaps(w, [region[:3]]) for w in late_writes):
+            blocked.add(peer)
+            continue
+        deps = {
+            k for k, (_, pieces, _, _) in enumerate(recvs) if any(_overlaps(p, [region[:3]]) for p in pieces)
+        }
+        out.setdefault(peer, []).append([i, deps, msg])
+    return out
+
+
+def _release(waiting: dict[int, list], done: int | None, early: dict, transport, tag: Label) -> None:
+    """Receive ``done`` has been applied: post the next round's sends that no
+    longer wait for anything, in order, per peer."""
+    for queue in waiting.values():
+        for item in queue:
+            item[1].discard(done)
+        while queue and not queue[0][1]:
+            i, _, msg = queue.pop(0)
+            early[i] = transport.isend(msg.tensor, msg.peer, 0, tag)
+
+
 def _segments(pieces: list[Piece], seg: int | None):
     """How one peer's message is cut: ``[(None, total)]`` (whole), or
     ``(start, count)`` segments of a single-piece message longer than ``seg``."""
@@ -171,8 +205,7 @@ def execute(
                 view(buf, off, count).copy_(part)
             at += count
 
-    for rp in plan(schedule, me):
-        tag = Label(name, schedule.algorithm, rp.index)
+    def receives(rp: RoundPlan) -> list:
         staged_total = sum(sum(p[2] for p in pieces) for _, pieces in rp.recvs)
         staging = workspace(transport, "staging", staged_total, like) if staged_total else None
         recvs, at = [], 0
@@ -185,26 +218,59 @@ def execute(
             for k0, k in _segments(pieces, seg):
                 part = pieces if k0 is None else [(pieces[0][0], pieces[0][1] + k0, k, pieces[0][3])]
                 t = tensor if k0 is None else tensor[k0 : k0 + k]
-                recvs.append((Message(t, peer), part, direct))
-        sends = []
+                late = not direct and any(_overlaps(p, rp.reads) for p in part)
+                recvs.append((Message(t, peer), part, direct, late))
+        return recvs
+
+    def sends_of(rp: RoundPlan, pack: bool) -> list[tuple[Message | None, int, Piece | None]]:
+        """(message, peer, region read if one piece); with ``pack`` False,
+        several-piece messages are not packed yet (message None)."""
+        out = []
         for peer, pieces in rp.sends:
-            tensor = _packed(pieces, view, like) if len(pieces) > 1 else view(*pieces[0][:3])
+            one = len(pieces) == 1
+            tensor = view(*pieces[0][:3]) if one else (_packed(pieces, view, like) if pack else None)
             for k0, k in _segments(pieces, seg):
+                region = (pieces[0][0], pieces[0][1] + (k0 or 0), k, False) if one else None
+                if tensor is None:
+                    out.append((None, peer, None))
+                    continue
                 t = tensor if k0 is None else tensor[k0 : k0 + k]
                 part = tuple((BUFFERS[b], o + (k0 or 0), k if k0 is not None else c) for b, o, c, _ in pieces)
-                sends.append(Message(t, peer, part))
+                out.append((Message(t, peer, part), peer, region))
+        return out
 
-        send_works, recv_works = transport.exchange(sends, [m for m, _, _ in recvs], tag)
+    plans = plan(schedule, me)
+    # Early sends (gloo, large messages): a segment of the next round's sends
+    # goes out as soon as this round's receives that write its data are
+    # applied, instead of after the whole round; this pipelines a ring across
+    # its steps. Messages to one peer still leave in the order of the plan.
+    pipeline = seg is not None and not getattr(transport, "batched", False)
+    early: dict[int, object] = {}  # send index of this round -> work of a send posted early
+    for j, rp in enumerate(plans):
+        tag = Label(name, schedule.algorithm, rp.index)
+        recvs = receives(rp)
+        sends = sends_of(rp, pack=True)
+        todo = [m for i, (m, _, _) in enumerate(sends) if i not in early]
+        send_works, recv_works = transport.exchange(todo, [m for m, _, _, _ in recvs], tag)
+        works = iter(send_works)
+        all_sends = [(m, early[i] if i in early else next(works)) for i, (m, _, _) in enumerate(sends)]
+        early = {}
+        nxt = plans[j + 1] if pipeline and j + 1 < len(plans) else None
+        waiting = _early_candidates(rp, recvs, sends_of(nxt, pack=False)) if nxt is not None else {}
+        ntag = Label(name, schedule.algorithm, nxt.index) if nxt is not None else None
+        if waiting:
+            _release(waiting, None, early, transport, ntag)
         deferred = []
-        for (msg, pieces, direct), work in zip(recvs, recv_works):
+        for idx, ((msg, pieces, direct, late), work) in enumerate(zip(recvs, recv_works)):
             _wait(work, timeout, name, schedule, rp.index, me, msg.peer, "receive from")
-            if direct:
-                continue
-            if any(_overlaps(p, rp.reads) for p in pieces):
+            if late:
                 deferred.append((msg.tensor, pieces))
-            else:
+                continue
+            if not direct:
                 apply(msg.tensor, pieces)
-        for msg, work in zip(sends, send_works):
+            if waiting:
+                _release(waiting, idx, early, transport, ntag)
+        for msg, work in all_sends:
             _wait(work, timeout, name, schedule, rp.index, me, msg.peer, "send to")
         for sbuf, soff, dbuf, doff, count, red in rp.local:
             if red:

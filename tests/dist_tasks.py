@@ -106,3 +106,16 @@ def batched_path(rank: int, cases: list[Case]) -> tuple[list[str], int]:
         if problem:
             problems.append(problem)
     return problems, len(cases)
+
+
+def compare_cases_segmented(rank: int, cases: list[Case], max_bytes: int) -> tuple[list[str], int]:
+    """``compare_cases`` with messages cut at ``max_bytes``: every transfer is
+    segmented, so the executor's early sends of the next round are exercised."""
+    from mycollectives.transport.torch_dist import transport_for
+
+    t = transport_for(None)
+    old, t.max_message_bytes = t.max_message_bytes, max_bytes
+    try:
+        return compare_cases(rank, cases)
+    finally:
+        t.max_message_bytes = old

@@ -83,6 +83,21 @@ def test_matches_torch_distributed(api, algorithm, p):
     assert not problems, "\n".join(problems[:10])
 
 
+@pytest.mark.parametrize("p", [3, 4])
+def test_tiny_segments_and_early_sends_match_torch_distributed(p):
+    """Messages cut at 8 bytes: each transfer travels in segments, and the next
+    round's segments leave while this round's are still arriving."""
+    cases = []
+    for i, (api, algorithm) in enumerate(APIS):
+        for j, (n, dtype) in enumerate([(2 * p + 1, "float32"), (37, "int64")]):
+            op = "SUM" if api in REDUCING else None
+            root = (i + j) % p if api in ROOTED else 0
+            cases.append(Case(api, algorithm, p, n, dtype, op, root, seed=i, options=options(algorithm, p)))
+    results = run_everywhere(p, "compare_cases_segmented", cases, 8)
+    problems = [msg for rank_problems, _ in results for msg in rank_problems]
+    assert not problems, "\n".join(problems[:10])
+
+
 def test_reduce_leaves_non_root_tensors_untouched():
     assert all(run_everywhere(3, "reduce_keeps_non_root_tensors"))
 
