@@ -4,8 +4,8 @@ Each ``check_*`` computes the expected value from the package itself (the
 schedule that :func:`~mycollectives.algorithms.build` returns, or the cost
 model of :mod:`mycollectives.cost`), raises ``AssertionError`` with a message
 that says what is wrong, or prints what was right. The "implement this
-algorithm" exercises of the chapter use
-:func:`mycollectives.exercises.check_collective` instead.
+algorithm" exercises of the chapter use ``check_collective`` from
+``mycollectives.exercises`` instead.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from ..cost import Machine, crossover_size, spec_for
 def busiest_sender(collective: str, algorithm: str, world_size: int, nbytes: int) -> tuple[int, int]:
     """Rounds of the schedule, and the bytes its busiest rank sends (float32).
 
-    ``nbytes`` is what :func:`~mycollectives.cost.spec_for` takes: the whole
+    ``nbytes`` is what ``mycollectives.cost.spec_for`` takes: the whole
     vector for broadcast, reduce and all-reduce, one rank's block for the
     block collectives. Local copies (a rank to itself) are not counted.
     Introduced in the book's chapter 3 ("Rounds, and the two lower bounds").
