@@ -7,7 +7,7 @@ itself (the simulator, the topology presets, NCCL's protocol constants in
 not the answer.
 
 ``check_hierarchical_all_reduce`` wraps the shared harness
-(:func:`mycollectives.exercises.check_collective`) to hand the reader's
+(``mycollectives.exercises.check_collective``) to hand the reader's
 function the node size, and adds a check of its own: only node leaders may
 send between nodes.
 """
