@@ -50,12 +50,12 @@ class SimResult:
 
     @property
     def algbw(self) -> float:
-        """GB/s: ``nbytes / time_s / 1e9``."""
+        """``nbytes / time_s / 1e9``, in GB/s."""
         return self.nbytes / self.time_s / 1e9 if self.time_s > 0 else float("inf")
 
     @property
     def busbw(self) -> float:
-        """GB/s: ``algbw`` times the collective's bus factor."""
+        """``algbw`` times the collective's bus factor, in GB/s."""
         return self.algbw * self.bus_factor
 
     @property
