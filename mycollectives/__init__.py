@@ -22,10 +22,11 @@ from .api.all_to_all import all_to_all, all_to_all_single
 from .api.barrier import barrier
 from .api.broadcast import broadcast
 from .api.gather import all_gather, all_gather_into_tensor, gather, scatter
+from .api.group import get_rank, get_world_size
 from .api.p2p import irecv, isend, recv, send
 from .api.reduce import all_reduce, reduce
 from .api.reduce_scatter import reduce_scatter, reduce_scatter_tensor
-from .errors import CollectiveError, CollectiveTimeout, PeerError
+from .errors import CollectiveError, CollectiveTimeout, DeadlockError, PeerError
 from .ops import ReduceOp
 from .transport import LocalWorld, run_local
 from .verify import VerificationError, verify
@@ -37,6 +38,8 @@ __all__ = [
     "algorithms",
     "run_local",
     "LocalWorld",
+    "get_rank",
+    "get_world_size",
     "send",
     "recv",
     "isend",
@@ -58,4 +61,5 @@ __all__ = [
     "CollectiveError",
     "CollectiveTimeout",
     "PeerError",
+    "DeadlockError",
 ]

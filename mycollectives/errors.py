@@ -14,3 +14,12 @@ class CollectiveTimeout(CollectiveError, TimeoutError):
 
 class PeerError(CollectiveError):
     """A peer failed (crashed, raised, or closed its connection) mid-collective."""
+
+
+class DeadlockError(CollectiveTimeout):
+    """Every rank still running waits on another rank, so none can proceed.
+
+    Raised by the local world, which sees all ranks, instead of waiting out
+    the timeout; the message says who waits on whom. Chapter 2 shows the
+    classic case: blocking sends around a ring, larger than the eager limit.
+    """

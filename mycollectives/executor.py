@@ -33,9 +33,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .errors import CollectiveTimeout, PeerError
+from .errors import CollectiveTimeout, DeadlockError, PeerError
 from .schedule import BUFFERS, Schedule
-from .transport.base import Label, Message, TransportPeerError, TransportTimeout
+from .transport.base import Label, Message, TransportDeadlock, TransportPeerError, TransportTimeout
 
 Piece = tuple[int, int, int, bool]  # (buffer, offset, count, reduce)
 
@@ -102,6 +102,11 @@ def _wait(
 ) -> None:
     try:
         work.wait(timeout)
+    except TransportDeadlock as e:
+        raise DeadlockError(
+            f"{name} ({schedule.algorithm}) on rank {me}: round {rnd} of "
+            f"{len(schedule.rounds)}: {what} rank {peer}: {e}"
+        ) from e
     except TransportTimeout as e:
         raise CollectiveTimeout(
             f"{name} ({schedule.algorithm}) on rank {me}: round {rnd} of "

@@ -158,7 +158,12 @@ def test_a_rank_that_never_joins_times_out_naming_round_and_peer(check):
     assert any(isinstance(e, mc.CollectiveTimeout) for e in errors)
     for e in errors:  # each names the collective, the round and the peer it waited on
         assert "all_reduce" in str(e) and "round" in str(e) and "from rank" in str(e), e
-    assert any("receive from rank 3 timed out" in str(e) for e in errors)
+    # the local world sees that rank 3 has returned, so it need not wait out the timeout
+    assert any(
+        "receive from rank 3 timed out" in str(e)
+        or "receive from rank 3, which has already returned" in str(e)
+        for e in errors
+    )
     if not check:
         assert isinstance(res[0], mc.CollectiveTimeout) and "(ring)" in str(res[0])
         assert "round 0 of 6: receive from rank 3" in str(res[0])

@@ -6,6 +6,8 @@ op and root; the oracle computes what each rank must hold from all inputs.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 import torch
@@ -212,3 +214,32 @@ def test_tensors_that_require_grad_as_in_ddp_start_up():
 
     res = mc.run_local(fn, 3)
     assert all(torch.equal(res[0][0], w) and grad for w, grad in res)
+
+
+def test_blocking_sends_around_a_ring_deadlock_only_above_the_eager_limit():
+    def shift(rank, n):
+        p = mc.get_world_size()
+        out = torch.empty(n)
+        mc.send(torch.full((n,), float(rank)), (rank + 1) % p)
+        mc.recv(out, (rank - 1) % p)
+        return out[0].item()
+
+    assert mc.LocalWorld(3, eager_bytes=64).run(shift, 4) == [2.0, 0.0, 1.0]  # 16 bytes: buffered
+    t0 = time.monotonic()
+    res = mc.LocalWorld(3, eager_bytes=64, timeout=30).run(shift, 64, return_exceptions=True)
+    assert time.monotonic() - t0 < 5, "the deadlock was waited out, not detected"
+    assert all(isinstance(e, mc.DeadlockError) for e in res), res
+    assert (
+        "rank 0 waits to send to rank 1; rank 1 waits to send to rank 2; rank 2 waits to send to rank 0"
+        in str(res[0])
+    )
+
+    def nonblocking(rank, n):
+        p = mc.get_world_size()
+        out = torch.empty(n)
+        works = [mc.isend(torch.full((n,), float(rank)), (rank + 1) % p), mc.irecv(out, (rank - 1) % p)]
+        for w in works:  # waiting on the send first is fine once the receive is posted
+            w.wait()
+        return out[0].item()
+
+    assert mc.LocalWorld(3, eager_bytes=0).run(nonblocking, 64) == [2.0, 0.0, 1.0]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from ..errors import CollectiveTimeout, PeerError
+from ..errors import CollectiveTimeout, DeadlockError, PeerError
 from ..transport import Label, resolve_group
-from ..transport.base import TransportPeerError, TransportTimeout
+from ..transport.base import TransportDeadlock, TransportPeerError, TransportTimeout
 from .checks import Checker
 
 
@@ -32,6 +32,8 @@ class _P2PWork:
     def wait(self, timeout: float | None = None) -> bool:
         try:
             return self.work.wait(timeout or self.timeout)
+        except TransportDeadlock as e:
+            raise DeadlockError(f"{self.what}: {e}") from e
         except TransportTimeout as e:
             raise CollectiveTimeout(f"{self.what}: timed out after {timeout or self.timeout:g} s") from e
         except TransportPeerError as e:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import Done, Label, Message, Transport, TransportPeerError, TransportTimeout
+from .base import Done, Label, Message, Transport, TransportDeadlock, TransportPeerError, TransportTimeout
 from .local import LocalTransport, LocalWorld, TraceEvent, current_local, run_local
 
 __all__ = [
@@ -10,6 +10,7 @@ __all__ = [
     "Label",
     "Message",
     "Transport",
+    "TransportDeadlock",
     "TransportPeerError",
     "TransportTimeout",
     "LocalTransport",

@@ -20,6 +20,14 @@ class TransportTimeout(TimeoutError):
     """No matching message (or no taker for ours) within the timeout."""
 
 
+class TransportDeadlock(TransportTimeout):
+    """Every rank still running waits on another: nothing can ever arrive.
+
+    Only the local world can see all ranks at once and so detect this; the
+    message says who waits on whom.
+    """
+
+
 class TransportPeerError(RuntimeError):
     """The peer is gone: it crashed, raised, or closed the connection."""
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import Label, Message, TransportPeerError, TransportTimeout
+from .base import Label, Message, TransportDeadlock, TransportPeerError, TransportTimeout
 
 _current = threading.local()
 
@@ -53,34 +53,66 @@ class TraceEvent:
 
 
 class LocalWorld:
-    """``world_size`` ranks in one process; ``run(fn, *args)`` calls ``fn(rank, *args)`` on each."""
+    """``world_size`` ranks in one process; ``run(fn, *args)`` calls ``fn(rank, *args)`` on each.
 
-    def __init__(self, world_size: int, timeout: float | None = None, trace: bool = True):
+    ``eager_bytes`` sets when a send completes. ``None`` (the default): at
+    once, the message is buffered ("eager", as small messages are in MPI and
+    NCCL). A number: messages larger than that many bytes complete only when
+    the receiver has taken them ("rendezvous", as large ones are), so two
+    ranks that both send before they receive wait on each other forever.
+    While :meth:`run` is running, the world sees every rank: when all ranks
+    still running wait on one another, or one waits on a rank that has
+    returned, it raises a deadlock error naming who waits on whom instead of
+    waiting out the timeout (chapter 2).
+    """
+
+    def __init__(
+        self,
+        world_size: int,
+        timeout: float | None = None,
+        trace: bool = True,
+        eager_bytes: int | None = None,
+    ):
         if not isinstance(world_size, int) or world_size < 1:
             raise ValueError(f"world_size must be a positive int, got {world_size!r}")
+        if eager_bytes is not None and (not isinstance(eager_bytes, int) or eager_bytes < 0):
+            raise ValueError(f"eager_bytes must be None or an int >= 0, got {eager_bytes!r}")
         self.world_size = world_size
         self.timeout = float(timeout or os.environ.get("MYCOLLECTIVES_TIMEOUT", 60.0))
+        self.eager_bytes = eager_bytes
         self.record = trace
         self.trace: list[TraceEvent] = []
         self._cond = threading.Condition()
         self._boxes: dict[tuple, collections.deque] = collections.defaultdict(collections.deque)
         self._failed: dict[int, BaseException] = {}
+        self._running: set[int] | None = None  # ranks inside run(), for deadlock detection
+        self._blocked: dict[int, tuple[str, int, Callable[[], bool]]] = {}
+        self._sent: dict[tuple, int] = collections.defaultdict(int)  # messages posted, per (src, dst, tag)
+        self._recvs: dict[tuple, int] = collections.defaultdict(int)  # receives posted, likewise
+        self._deadlock: str | None = None
         self._t0 = time.perf_counter()
         self.transports = [LocalTransport(self, r) for r in range(world_size)]
 
     def now(self) -> float:
         return time.perf_counter() - self._t0
 
-    def run(self, fn: Callable, *args, return_exceptions: bool = False) -> list:
+    def run(
+        self, fn: Callable, *args, return_exceptions: bool = False, join_timeout: float | None = None
+    ) -> list:
         """Run ``fn(rank, *args)`` on every rank; return the results in rank order.
 
         If a rank raises, the others' pending receives fail at once rather
         than waiting for their timeout, and the first exception is re-raised
         (or, with ``return_exceptions=True``, each rank's exception is
-        returned in its place).
+        returned in its place). With ``join_timeout``, ranks still running
+        after that many seconds (an endless loop, say) raise ``TimeoutError``
+        here; their threads are left behind as daemons.
         """
         results: list = [None] * self.world_size
         errors: list[BaseException | None] = [None] * self.world_size
+        with self._cond:
+            self._running = set(range(self.world_size))
+            self._deadlock = None
 
         def main(rank: int) -> None:
             _current.transport = self.transports[rank]
@@ -90,9 +122,11 @@ class LocalWorld:
                 errors[rank] = e
                 with self._cond:
                     self._failed.setdefault(rank, e)
-                    self._cond.notify_all()
             finally:
                 _current.transport = None
+                with self._cond:
+                    self._running.discard(rank)
+                    self._cond.notify_all()
 
         threads = [
             threading.Thread(target=main, args=(r,), name=f"rank{r}", daemon=True)
@@ -100,8 +134,17 @@ class LocalWorld:
         ]
         for t in threads:
             t.start()
+        deadline = None if join_timeout is None else time.monotonic() + join_timeout
         for t in threads:
-            t.join()
+            t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        stuck = [r for r, t in enumerate(threads) if t.is_alive()]
+        with self._cond:
+            self._running = None
+        if stuck:
+            raise TimeoutError(
+                f"rank(s) {stuck} of a local world of {self.world_size} still running after "
+                f"{join_timeout:g} s (an endless loop, or waiting outside this package?)"
+            )
         if return_exceptions:
             return [e if e is not None else r for r, e in zip(results, errors)]
         if self._failed:
@@ -112,23 +155,88 @@ class LocalWorld:
 
     # --- mailboxes ---------------------------------------------------------
 
-    def _post(self, src: int, dst: int, tag: int, tensor: torch.Tensor, events: list) -> None:
+    def _post(self, src: int, dst: int, tag: int, msg: _Mail) -> None:
+        key = (src, dst, tag)
         with self._cond:
-            self._boxes[(src, dst, tag)].append((tensor, events))
+            msg.seq = self._sent[key]
+            self._sent[key] += 1
+            self._boxes[key].append(msg)
             self._cond.notify_all()
 
-    def _take(self, src: int, dst: int, tag: int, timeout: float):
+    def _posted_recv(self, src: int, dst: int, tag: int) -> None:
+        """``dst`` posted a receive: the next unmatched message from ``src`` is
+        matched to it, and a rendezvous send of that message completes."""
+        with self._cond:
+            self._recvs[(src, dst, tag)] += 1
+            self._cond.notify_all()
+
+    def _matched(self, src: int, dst: int, tag: int, msg: _Mail) -> bool:
+        return self._recvs[(src, dst, tag)] > msg.seq
+
+    def _take(self, src: int, dst: int, tag: int, timeout: float) -> _Mail:
         deadline = time.monotonic() + timeout
         with self._cond:  # look the mailbox up under the lock: _post may be creating it
             box = self._boxes[(src, dst, tag)]
-            while not box:
-                if src in self._failed:
-                    raise TransportPeerError(f"rank {src} failed: {self._failed[src]!r}")
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TransportTimeout(f"rank {dst}: nothing from rank {src} after {timeout:g} s")
-                self._cond.wait(min(left, 0.5))
+            try:
+                while not box:
+                    if self._deadlock is not None:
+                        raise TransportDeadlock(self._deadlock)
+                    if src in self._failed:
+                        raise TransportPeerError(f"rank {src} failed: {self._failed[src]!r}")
+                    self._block(dst, "receive from", src, lambda: not box)
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise TransportTimeout(f"rank {dst}: nothing from rank {src} after {timeout:g} s")
+                    self._cond.wait(min(left, 0.5))
+            finally:
+                self._blocked.pop(dst, None)
             return box.popleft()
+
+    def _wait_taken(self, src: int, dst: int, tag: int, msg: _Mail, timeout: float) -> None:
+        """A rendezvous send: wait until ``dst`` has posted the receive for ``msg``."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            try:
+                while not self._matched(src, dst, tag, msg):
+                    if self._deadlock is not None:
+                        raise TransportDeadlock(self._deadlock)
+                    if dst in self._failed:
+                        raise TransportPeerError(f"rank {dst} failed: {self._failed[dst]!r}")
+                    self._block(src, "send to", dst, lambda: not self._matched(src, dst, tag, msg))
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise TransportTimeout(
+                            f"rank {src}: rank {dst} posted no receive for our message within {timeout:g} s"
+                        )
+                    self._cond.wait(min(left, 0.5))
+            finally:
+                self._blocked.pop(src, None)
+
+    def _block(self, rank: int, what: str, peer: int, stuck: Callable[[], bool]) -> None:
+        """Record that ``rank`` waits (to ``what`` ``peer``), and raise if no
+        rank can ever move again. Called with the lock held."""
+        self._blocked[rank] = (what, peer, stuck)
+        if self._deadlock is not None:
+            raise TransportDeadlock(self._deadlock)
+        running = self._running
+        if running is None:  # outside run(): the world cannot see every rank
+            return
+        if peer not in running and peer not in self._failed:
+            raise TransportDeadlock(f"rank {rank} waits to {what} rank {peer}, which has already returned")
+        if running and all(r in self._blocked and self._blocked[r][2]() for r in running):
+            waits = "; ".join(
+                f"rank {r} waits to {self._blocked[r][0]} rank {self._blocked[r][1]}" for r in sorted(running)
+            )
+            self._deadlock = f"deadlock: {waits}"
+            self._cond.notify_all()
+            raise TransportDeadlock(self._deadlock)
+
+
+@dataclass
+class _Mail:
+    tensor: torch.Tensor
+    events: list
+    seq: int = 0  # its place among the messages from src to dst with this tag
 
 
 class LocalTransport:
@@ -166,12 +274,17 @@ class LocalTransport:
                 )
                 events.append(ev)
             self.world.trace.extend(events)
-        self.world._post(self.rank, dst, tag, tensor.detach().clone(), events)
-        return _SendDone()
+        msg = _Mail(tensor.detach().clone(), events)
+        self.world._post(self.rank, dst, tag, msg)
+        eager = self.world.eager_bytes
+        if eager is None or tensor.numel() * tensor.element_size() <= eager:
+            return _SendDone()
+        return _Rendezvous(self.world, self.rank, dst, tag, msg)
 
     def irecv(self, tensor, src, tag=0, label=None):
         handle = _LocalRecv(self, tensor, src, tag)
         self._pending[(src, tag)].append(handle)
+        self.world._posted_recv(src, self.rank, tag)
         return handle
 
     def exchange(self, sends: list[Message], recvs: list[Message], label: Label):
@@ -190,6 +303,21 @@ class _SendDone:
         return True
 
 
+class _Rendezvous:
+    """A send above the eager limit: complete once the receiver has posted
+    the matching receive (its data was copied when the send was posted)."""
+
+    def __init__(self, world: LocalWorld, src: int, dst: int, tag: int, msg: _Mail):
+        self.world, self.src, self.dst, self.tag, self.msg = world, src, dst, tag, msg
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.world._wait_taken(self.src, self.dst, self.tag, self.msg, timeout or self.world.timeout)
+        return True
+
+    def is_completed(self) -> bool:
+        return self.world._matched(self.src, self.dst, self.tag, self.msg)
+
+
 class _LocalRecv:
     def __init__(self, transport: LocalTransport, tensor, src: int, tag: int):
         self.transport, self.tensor, self.src, self.tag = transport, tensor, src, tag
@@ -204,7 +332,8 @@ class _LocalRecv:
         world, me = self.transport.world, self.transport.rank
         while not self.done:
             head = queue[0]
-            data, events = world._take(self.src, me, self.tag, timeout or world.timeout)
+            msg = world._take(self.src, me, self.tag, timeout or world.timeout)
+            data, events = msg.tensor, msg.events
             queue.popleft()
             if data.numel() != head.tensor.numel():
                 raise ValueError(
