@@ -50,6 +50,7 @@ class Link:
 # (src/graph/tuning.cc, nccl_tuning: baseLat 8.4 us; hwLat 3.4 us NVLink,
 # 14.0 us network). Bandwidth: one direction of the datasheet line rate.
 _NCCL_BASE = 8.4e-6
+#: The links of chapter 2 by key (``"nvlink4"``, ``"nvlink3"``, ``"ndr"``, ``"hdr"``).
 LINKS = {
     # 18 NVLink 4 links x 25 GB/s per direction (nvidia2022h100); 900 GB/s counts both directions
     "nvlink4": Link("NVLink 4, H100 SXM", _NCCL_BASE + 3.4e-6, 18 * 25e9, "nvidia2022h100, nccl_tuning"),
@@ -87,8 +88,12 @@ def check_message_time(answer: float | None, link: str, nbytes: int) -> None:
     lk = _link(link)
     want = lk.time(nbytes)
     if answer is not None and math.isclose(float(answer), nbytes * lk.beta, rel_tol=0.02):
-        raise AssertionError(f"{answer:.4g} s is the bandwidth term alone: add alpha = {lk.alpha * 1e6:.1f} us")
-    if answer is not None and math.isclose(float(answer), lk.alpha + nbytes / (2 * lk.bandwidth), rel_tol=0.02):
+        raise AssertionError(
+            f"{answer:.4g} s is the bandwidth term alone: add alpha = {lk.alpha * 1e6:.1f} us"
+        )
+    if answer is not None and math.isclose(
+        float(answer), lk.alpha + nbytes / (2 * lk.bandwidth), rel_tol=0.02
+    ):
         raise AssertionError("that uses twice the bandwidth: the link figure to use is one direction")
     _close(answer, want, f"time of {nbytes} bytes on {lk.name} (s)")
 
@@ -146,7 +151,9 @@ def _ring_shift_case(fn: Callable, p: int, count: int, dtype: torch.dtype, timeo
         send = (torch.arange(count) + 1000 * rank).to(dtype)
         recv = torch.full((count,), -1).to(dtype)
         fn(send, recv)
-        assert torch.equal(send, (torch.arange(count) + 1000 * rank).to(dtype)), "the send tensor was modified"
+        assert torch.equal(send, (torch.arange(count) + 1000 * rank).to(dtype)), (
+            "the send tensor was modified"
+        )
         return recv
 
     world = LocalWorld(p, timeout=timeout, eager_bytes=0)

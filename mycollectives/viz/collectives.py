@@ -101,7 +101,15 @@ def draw_blocks(blocks: list[list[Block]], p: int, ax: Axes, title: str = "") ->
         for j, b in enumerate(row):
             text = _label(b, p)
             if text:
-                ax.text(j, r, text, ha="center", va="center", fontsize=7, color="w" if b[0] == (1 << p) - 1 else "k")
+                ax.text(
+                    j,
+                    r,
+                    text,
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="w" if b[0] == (1 << p) - 1 else "k",
+                )
     ax.set_yticks(range(p), [f"rank {r}" for r in range(p)], fontsize=8)
     ax.set_xticks(range(p), [f"block {j}" for j in range(p)], fontsize=7)
     ax.set_xticks(np.arange(p + 1) - 0.5, minor=True)
