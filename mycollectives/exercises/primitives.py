@@ -6,7 +6,7 @@ sources), and the ``check_*`` functions of the chapter's exercises. Each
 check computes the expected value here, from the package, raises
 ``AssertionError`` with a message that says what is wrong, or prints what
 was right. The "implement" exercises whose answer is a collective use
-:func:`mycollectives.exercises.check_collective`; the ring shift, which is
+:func:`~mycollectives.exercises.check.check_collective`; the ring shift, which is
 not a collective, has its own check here.
 """
 
