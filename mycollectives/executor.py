@@ -27,6 +27,7 @@ names the collective, algorithm, round and peer.
 from __future__ import annotations
 
 import functools
+import os
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,6 +39,8 @@ from .schedule import BUFFERS, Schedule
 from .transport.base import Label, Message, TransportDeadlock, TransportPeerError, TransportTimeout
 
 Piece = tuple[int, int, int, bool]  # (buffer, offset, count, reduce)
+# MYCOLLECTIVES_EARLY_SENDS=0 turns the early sends below off (to measure what they buy)
+_EARLY_SENDS = os.environ.get("MYCOLLECTIVES_EARLY_SENDS", "1") != "0"
 
 
 @dataclass
@@ -244,7 +247,7 @@ def execute(
     # goes out as soon as this round's receives that write its data are
     # applied, instead of after the whole round; this pipelines a ring across
     # its steps. Messages to one peer still leave in the order of the plan.
-    pipeline = seg is not None and not getattr(transport, "batched", False)
+    pipeline = seg is not None and not getattr(transport, "batched", False) and _EARLY_SENDS
     early: dict[int, object] = {}  # send index of this round -> work of a send posted early
     for j, rp in enumerate(plans):
         tag = Label(name, schedule.algorithm, rp.index)

@@ -135,6 +135,7 @@ def test_animation_is_self_contained_html():
     assert "<script" in html and html.count("data:image/png;base64") >= 1
     assert f"frames[{len(s.rounds) - 1}]" in html
     assert 'class="fa ' not in html  # buttons labelled without Font Awesome
+    assert "https://" not in html and "http://" not in html  # nothing loaded off the machine
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="needs a chromium browser")

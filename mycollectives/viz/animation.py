@@ -10,6 +10,7 @@ redraws the same two panels.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from ..schedule import Schedule
@@ -67,16 +68,22 @@ _GLYPHS = {
 }
 
 
+_REMOTE_CSS = re.compile(r'<link rel="stylesheet"\s+href="https?://[^"]*"\s*/?>')
+
+
 def to_html(anim, glyphs: bool = True) -> str:
     """Self-contained HTML/JS player for an animation (no kernel needed).
 
     ``glyphs=True`` swaps the player's Font Awesome icons for Unicode ones,
-    so its buttons are labelled on any page, the rendered book included.
+    so its buttons are labelled on any page, the rendered book included, and
+    drops the player's Font Awesome stylesheet, which matplotlib loads from a
+    CDN: the book must work offline.
     """
     html = anim.to_jshtml(default_mode="once")
     if glyphs:
         for icon, text in _GLYPHS.items():
             html = html.replace(f'<i class="{icon}"></i>', text)
+        html = _REMOTE_CSS.sub("", html)
     return html
 
 
