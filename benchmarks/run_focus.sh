@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The all-reduce target sizes only (16 and 64 MiB), more interleaved
-# repetitions: benchmarks/results/focus/ (see chapters/benchmarks.md).
+# The target sizes only (16 and 64 MiB), more interleaved repetitions than the
+# sweeps: benchmarks/results/focus/ (see chapters/benchmarks.md). All-reduce
+# with our main algorithms, every other collective with all of ours.
 set -euo pipefail
 PY=${1:-.venv/bin/python}
 OUT=benchmarks/results/focus
@@ -9,4 +10,8 @@ for n in 2 4; do
   $PY -m mycollectives.bench --nprocs $n -C all_reduce -b 16M -e 64M -f 4 -n 3 -w 1 --reps 11 \
       --algorithm auto,ring,reduce_broadcast,recursive_doubling,rabenseifner,native \
       --json "$OUT/all_reduce_np$n.json" --csv "$OUT/all_reduce_np$n.csv"
+  for c in broadcast reduce all_gather reduce_scatter all_to_all scatter gather; do
+    $PY -m mycollectives.bench --nprocs $n -C $c -b 16M -e 64M -f 4 -n 3 -w 1 --reps 7 \
+        --algorithm all --json "$OUT/${c}_np$n.json" --csv "$OUT/${c}_np$n.csv"
+  done
 done

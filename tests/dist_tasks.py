@@ -110,12 +110,21 @@ def batched_path(rank: int, cases: list[Case]) -> tuple[list[str], int]:
 
 def compare_cases_segmented(rank: int, cases: list[Case], max_bytes: int) -> tuple[list[str], int]:
     """``compare_cases`` with messages cut at ``max_bytes``: every transfer is
-    segmented, so the executor's early sends of the next round are exercised."""
+    segmented. Run twice, with the executor's early sends of the next round
+    off (the default) and on."""
+    from mycollectives.executor import EARLY_SENDS_ENV
     from mycollectives.transport.torch_dist import transport_for
 
     t = transport_for(None)
     old, t.max_message_bytes = t.max_message_bytes, max_bytes
+    problems, count = [], 0
     try:
-        return compare_cases(rank, cases)
+        for early in ("0", "1"):
+            os.environ[EARLY_SENDS_ENV] = early
+            got, n = compare_cases(rank, cases)
+            problems += [f"(early sends {early}) {msg}" for msg in got]
+            count += n
+        return problems, count
     finally:
         t.max_message_bytes = old
+        os.environ.pop(EARLY_SENDS_ENV, None)

@@ -243,3 +243,40 @@ def test_blocking_sends_around_a_ring_deadlock_only_above_the_eager_limit():
         return out[0].item()
 
     assert mc.LocalWorld(3, eager_bytes=0).run(nonblocking, 64) == [2.0, 0.0, 1.0]
+
+
+@pytest.mark.parametrize("algorithm", mc.algorithms("scatter"))
+@pytest.mark.parametrize("p", [1, 2, 3, 4, 6])
+def test_scatter_and_gather_in_place_leave_inputs_untouched(algorithm, p):
+    """Scatter reads the root's list in place and receives into ``tensor``;
+    gather sends from ``tensor`` and receives into the root's list. Inputs
+    must come back unchanged; a list naming one tensor twice falls back to copies."""
+    n, root = 5, p - 1
+
+    def source(i):
+        return torch.arange(n, dtype=torch.float32) + 10 * (i if p < 3 or i != 1 else 0)
+
+    def scatter(rank):
+        src = [source(i) for i in range(p)]
+        if p >= 3:
+            src[1] = src[0]  # the same tensor twice
+        keep = [t.clone() for t in src]
+        out = torch.full((n,), -1.0)
+        mc.scatter(out, src if rank == root else None, root, algorithm=algorithm)
+        assert all(torch.equal(a, b) for a, b in zip(src, keep)), f"rank {rank}: scatter_list changed"
+        return out
+
+    def gather(rank):
+        t = torch.arange(n, dtype=torch.float32) + 10 * rank
+        keep = t.clone()
+        outs = [torch.full((n,), -1.0) for _ in range(p)] if rank == root else None
+        mc.gather(t, outs, root, algorithm=algorithm)
+        assert torch.equal(t, keep), f"rank {rank}: gather input changed"
+        return outs
+
+    got = mc.run_local(scatter, p, timeout=30)
+    for r in range(p):
+        assert torch.equal(got[r], source(r)), (r, got[r])
+    outs = mc.run_local(gather, p, timeout=30)[root]
+    for r in range(p):
+        assert torch.equal(outs[r], torch.arange(n, dtype=torch.float32) + 10 * r), (r, outs[r])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from ..executor import Blocks, writes
 from ..schedule import WORK
 from ..transport import Done
 from .core import Meta, launch, scratch
@@ -109,16 +110,46 @@ def scatter(
 
     job = launch("scatter", group, algorithm, options, validate)
     n, r, p, root = tensor.numel(), job.transport.rank, job.transport.world_size, job.meta.root
-    if r == root:  # slot v holds the block for rank (root + v) % p
-        work = scratch(p * n, tensor, job.transport)
-        for v in range(p):  # no torch.cat: into the reused buffer
-            work[v * n : (v + 1) * n].copy_(scatter_list[(root + v) % p].reshape(-1))
+    v = (r - root) % p  # slot v holds the block for rank (root + v) % p
+    if r == root:
+        blocks = [scatter_list[(root + u) % p].reshape(-1) for u in range(p)]
+        work = _in_place(job, blocks, n, keep=range(p))  # the root only reads them
     else:
+        work = _in_place(job, _with_slot(job, tensor, v, p * n), n, keep=())
+    if work is None:  # a schedule that writes where the caller's tensors are: copy
         work = scratch(p * n, tensor, job.transport)
+        if r == root:
+            for u in range(p):  # no torch.cat: into the reused buffer
+                work[u * n : (u + 1) * n].copy_(scatter_list[(root + u) % p].reshape(-1))
     job.run({WORK: work})
-    v = (r - root) % p
-    tensor.view(-1).copy_(work[v * n : (v + 1) * n])
+    out = work.blocks[v] if isinstance(work, Blocks) else work[v * n : (v + 1) * n]
+    if out.data_ptr() != tensor.data_ptr():  # not received in place
+        tensor.copy_(out.view_as(tensor))
     return Done() if async_op else None
+
+
+def _with_slot(job, tensor: torch.Tensor, v: int, numel: int) -> list[torch.Tensor] | None:
+    """Blocks of the work buffer with ``tensor`` itself as block ``v`` and
+    reused scratch memory for the others; None if ``tensor`` is not contiguous."""
+    if not tensor.is_contiguous():
+        return None
+    n = tensor.numel()
+    rest = scratch(numel, tensor, job.transport)
+    return [tensor.view(-1) if u == v else rest[u * n : (u + 1) * n] for u in range(numel // max(n, 1))]
+
+
+def _in_place(job, blocks: list[torch.Tensor] | None, n: int, keep) -> Blocks | None:
+    """``blocks`` as the work buffer, if that is safe: every block a distinct
+    contiguous tensor, and the schedule writes into none of the blocks in
+    ``keep`` (the caller's inputs). None otherwise, and for empty blocks."""
+    if blocks is None or n == 0 or not all(b.is_contiguous() for b in blocks):
+        return None
+    if len({b.data_ptr() for b in blocks}) != len(blocks):
+        return None
+    for off, count in writes(job.schedule, job.transport.rank, WORK):
+        if any(off < (u + 1) * n and u * n < off + count for u in keep):
+            return None
+    return Blocks(blocks, n)
 
 
 @torch.no_grad()
@@ -150,11 +181,19 @@ def gather(
 
     job = launch("gather", group, algorithm, options, validate)
     n, r, p, root = tensor.numel(), job.transport.rank, job.transport.world_size, job.meta.root
-    work = scratch(p * n, tensor, job.transport)
     v = (r - root) % p
-    work[v * n : (v + 1) * n].copy_(tensor.view(-1))
+    if r == root:  # gather straight into the caller's list, own block first
+        outs = [gather_list[(root + u) % p] for u in range(p)]
+        work = _in_place(job, [t.view(-1) if t.is_contiguous() else t for t in outs], n, keep=())
+        if work is not None:
+            work.blocks[0].copy_(tensor.reshape(-1))
+    else:  # send straight from the caller's tensor, which the schedule only reads
+        work = _in_place(job, _with_slot(job, tensor, v, p * n), n, keep=(v,))
+    if work is None:
+        work = scratch(p * n, tensor, job.transport)
+        work[v * n : (v + 1) * n].copy_(tensor.reshape(-1))
     job.run({WORK: work})
-    if r == root:
-        for v in range(p):
-            gather_list[(root + v) % p].view(-1).copy_(work[v * n : (v + 1) * n])
+    if r == root and not isinstance(work, Blocks):
+        for u in range(p):
+            gather_list[(root + u) % p].view(-1).copy_(work[u * n : (u + 1) * n])
     return Done() if async_op else None
