@@ -7,7 +7,7 @@ PY=${1:-.venv/bin/python}
 OUT=benchmarks/results
 mkdir -p "$OUT"
 for n in 2 4; do
-  $PY -m mycollectives.bench --nprocs $n -C all_reduce -b 64K -e 64M -f 2 -n 3 -w 1 --reps 7 \
+  $PY -m mycollectives.bench --nprocs $n -C all_reduce -b 64K -e 64M -f 2 -n 3 -w 1 --reps 11 \
       --algorithm all --calibrate 1 --json "$OUT/all_reduce_np$n.json" --csv "$OUT/all_reduce_np$n.csv"
   for c in broadcast reduce all_gather reduce_scatter all_to_all scatter gather; do
     $PY -m mycollectives.bench --nprocs $n -C $c -b 64K -e 64M -f 4 -n 3 -w 1 --reps 5 \

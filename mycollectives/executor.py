@@ -27,125 +27,17 @@ names the collective, algorithm, round and peer.
 
 from __future__ import annotations
 
-import functools
-import os
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 
+from . import early_sends
+from .early_sends import ENV as EARLY_SENDS_ENV  # noqa: F401 (re-exported)
 from .errors import CollectiveTimeout, DeadlockError, PeerError
+from .plan import Blocks, Piece, RoundPlan, cut, overlaps, plan, writes  # noqa: F401 (re-exported)
 from .schedule import BUFFERS, Schedule
 from .transport.base import Label, Message, TransportDeadlock, TransportPeerError, TransportTimeout
-
-Piece = tuple[int, int, int, bool]  # (buffer, offset, count, reduce)
-# MYCOLLECTIVES_EARLY_SENDS=1 turns the early sends below on. Off by default:
-# measured side by side on gloo (2 and 4 processes, 2 cores, 16 and 64 MiB
-# all-reduce), they bought nothing; more messages in flight only competed.
-EARLY_SENDS_ENV = "MYCOLLECTIVES_EARLY_SENDS"
-
-
-@dataclass
-class RoundPlan:
-    sends: list[tuple[int, list[Piece]]]  # (peer, pieces) per message
-    recvs: list[tuple[int, list[Piece]]]
-    local: list[tuple[int, int, int, int, int, bool]]  # (sbuf, soff, dbuf, doff, count, reduce)
-    reads: list[tuple[int, int, int]]  # (buffer, offset, count) this rank reads this round
-    index: int
-
-
-@functools.lru_cache(maxsize=1024)
-def plan(schedule: Schedule, rank: int) -> tuple[RoundPlan, ...]:
-    """This rank's view of the schedule: what to send, receive and copy, per round."""
-    out = []
-    for i, rnd in enumerate(schedule.rounds):
-        sends: dict[int, list[Piece]] = {}
-        recvs: dict[int, list[Piece]] = {}
-        local, reads = [], []
-        for src, dst, sbuf, soff, dbuf, doff, count, red in rnd.transfers():
-            if src == rank and dst == rank:
-                local.append((sbuf, soff, dbuf, doff, count, red))
-                reads.append((sbuf, soff, count))
-            elif src == rank:
-                sends.setdefault(dst, []).append((sbuf, soff, count, red))  # red: the receiver reduces
-                reads.append((sbuf, soff, count))
-            elif dst == rank:
-                recvs.setdefault(src, []).append((dbuf, doff, count, red))
-        if sends or recvs or local:
-            out.append(RoundPlan(list(sends.items()), list(recvs.items()), local, reads, i))
-    return tuple(out)
-
-
-class Blocks:
-    """A flat buffer held as ``len(blocks)`` consecutive blocks of ``size``
-    elements each: the caller's list of tensors used in place (views, not a
-    copy into one flat buffer). The executor cuts every transfer at block
-    boundaries, so each piece it touches lies inside one block."""
-
-    def __init__(self, blocks: list[torch.Tensor], size: int) -> None:
-        self.blocks, self.size = blocks, size
-        self.dtype, self.device = blocks[0].dtype, blocks[0].device
-
-    def element_size(self) -> int:
-        return self.blocks[0].element_size()
-
-    def numel(self) -> int:
-        return self.size * len(self.blocks)
-
-    def __getitem__(self, s: slice) -> torch.Tensor:
-        k, lo = divmod(s.start, self.size)
-        if s.stop - s.start > self.size - lo:
-            raise IndexError(f"elements {s.start}:{s.stop} cross a block boundary (blocks of {self.size})")
-        return self.blocks[k][lo : lo + s.stop - s.start]
-
-
-def _cut(rp: RoundPlan, sizes: dict[int, int]) -> RoundPlan:
-    """``rp`` with every piece cut where a :class:`Blocks` buffer's blocks end."""
-
-    def pieces(ps: list[Piece]) -> list[Piece]:
-        out = []
-        for buf, off, count, red in ps:
-            size = sizes.get(buf)
-            while size and count > size - off % size:
-                k = size - off % size
-                out.append((buf, off, k, red))
-                off, count = off + k, count - k
-            out.append((buf, off, count, red))
-        return out
-
-    local = []
-    for sbuf, soff, dbuf, doff, count, red in rp.local:
-        while count:
-            k = count
-            for buf, off in ((sbuf, soff), (dbuf, doff)):
-                if buf in sizes:
-                    k = min(k, sizes[buf] - off % sizes[buf])
-            local.append((sbuf, soff, dbuf, doff, k, red))
-            soff, doff, count = soff + k, doff + k, count - k
-    return RoundPlan(
-        [(peer, pieces(ps)) for peer, ps in rp.sends],
-        [(peer, pieces(ps)) for peer, ps in rp.recvs],
-        local,
-        rp.reads,
-        rp.index,
-    )
-
-
-def writes(schedule: Schedule, rank: int, buf: int) -> list[tuple[int, int]]:
-    """``(offset, count)`` of every write ``rank`` makes into buffer ``buf``:
-    what must not alias a tensor the caller expects unchanged."""
-    out = []
-    for rp in plan(schedule, rank):
-        out += [(off, count) for _, ps in rp.recvs for b, off, count, _ in ps if b == buf]
-        out += [(doff, count) for _, _, dbuf, doff, count, _ in rp.local if dbuf == buf]
-    return out
-
-
-def _overlaps(piece: Piece, reads: list[tuple[int, int, int]]) -> bool:
-    buf, off, count, _ = piece
-    return any(b == buf and off < o + c and o < off + count for b, o, c in reads)
-
 
 _workspaces: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -188,40 +80,6 @@ def _wait(
         raise PeerError(
             f"{name} ({schedule.algorithm}) on rank {me}: round {rnd}: {what} rank {peer} failed: {e}"
         ) from e
-
-
-def _early_candidates(rp: RoundPlan, recvs, next_sends) -> dict[int, list]:
-    """The next round's one-piece sends that may leave during this round: per
-    peer, in plan order, each with the set of this round's receives it waits
-    for (those that write its region). A peer's queue stops at the first send
-    that must wait for the end of the round (several pieces, or data that a
-    local copy or a deferred receive writes)."""
-    late_writes = [(d, o, c, False) for _, _, d, o, c, _ in rp.local]
-    late_writes += [p for _, pieces, _, late in recvs if late for p in pieces]
-    out: dict[int, list] = {}
-    blocked: set[int] = set()
-    for i, (msg, peer, region) in enumerate(next_sends):
-        if peer in blocked:
-            continue
-        if region is None or any(_overlaps(w, [region[:3]]) for w in late_writes):
-            blocked.add(peer)
-            continue
-        deps = {
-            k for k, (_, pieces, _, _) in enumerate(recvs) if any(_overlaps(p, [region[:3]]) for p in pieces)
-        }
-        out.setdefault(peer, []).append([i, deps, msg])
-    return out
-
-
-def _release(waiting: dict[int, list], done: int | None, early: dict, transport, tag: Label) -> None:
-    """Receive ``done`` has been applied: post the next round's sends that no
-    longer wait for anything, in order, per peer."""
-    for queue in waiting.values():
-        for item in queue:
-            item[1].discard(done)
-        while queue and not queue[0][1]:
-            i, _, msg = queue.pop(0)
-            early[i] = transport.isend(msg.tensor, msg.peer, 0, tag)
 
 
 def _segments(pieces: list[Piece], seg: int | None):
@@ -284,7 +142,7 @@ def execute(
         staging = workspace(transport, "staging", staged_total, like) if staged_total else None
         recvs, at = [], 0
         for peer, pieces in rp.recvs:
-            direct = len(pieces) == 1 and not pieces[0][3] and not _overlaps(pieces[0], rp.reads)
+            direct = len(pieces) == 1 and not pieces[0][3] and not overlaps(pieces[0], rp.reads)
             total = sum(p[2] for p in pieces)
             tensor = view(*pieces[0][:3]) if direct else staging[at : at + total]
             if not direct:
@@ -292,7 +150,7 @@ def execute(
             for k0, k in _segments(pieces, seg):
                 part = pieces if k0 is None else [(pieces[0][0], pieces[0][1] + k0, k, pieces[0][3])]
                 t = tensor if k0 is None else tensor[k0 : k0 + k]
-                late = not direct and any(_overlaps(p, rp.reads) for p in part)
+                late = not direct and any(overlaps(p, rp.reads) for p in part)
                 recvs.append((Message(t, peer), part, direct, late))
         return recvs
 
@@ -316,17 +174,8 @@ def execute(
     plans = plan(schedule, me)
     sizes = {b: t.size for b, t in buffers.items() if isinstance(t, Blocks)}
     if sizes:
-        plans = tuple(_cut(rp, sizes) for rp in plans)
-    # Early sends (gloo, large messages, opt-in via EARLY_SENDS_ENV): a segment
-    # of the next round's sends goes out as soon as this round's receives that
-    # write its data are applied, instead of after the whole round; this
-    # pipelines a ring across its steps. Messages to one peer still leave in
-    # the order of the plan.
-    pipeline = (
-        seg is not None
-        and not getattr(transport, "batched", False)
-        and os.environ.get(EARLY_SENDS_ENV, "0") == "1"
-    )
+        plans = tuple(cut(rp, sizes) for rp in plans)
+    pipeline = early_sends.enabled(transport, seg)  # opt-in, see early_sends
     early: dict[int, object] = {}  # send index of this round -> work of a send posted early
     for j, rp in enumerate(plans):
         tag = Label(name, schedule.algorithm, rp.index)
@@ -338,10 +187,10 @@ def execute(
         all_sends = [(m, early[i] if i in early else next(works)) for i, (m, _, _) in enumerate(sends)]
         early = {}
         nxt = plans[j + 1] if pipeline and j + 1 < len(plans) else None
-        waiting = _early_candidates(rp, recvs, sends_of(nxt, pack=False)) if nxt is not None else {}
+        waiting = early_sends.candidates(rp, recvs, sends_of(nxt, pack=False)) if nxt is not None else {}
         ntag = Label(name, schedule.algorithm, nxt.index) if nxt is not None else None
         if waiting:
-            _release(waiting, None, early, transport, ntag)
+            early_sends.release(waiting, None, early, transport, ntag)
         deferred = []
         for idx, ((msg, pieces, direct, late), work) in enumerate(zip(recvs, recv_works)):
             _wait(work, timeout, name, schedule, rp.index, me, msg.peer, "receive from")
@@ -351,7 +200,7 @@ def execute(
             if not direct:
                 apply(msg.tensor, pieces)
             if waiting:
-                _release(waiting, idx, early, transport, ntag)
+                early_sends.release(waiting, idx, early, transport, ntag)
         for msg, work in all_sends:
             _wait(work, timeout, name, schedule, rp.index, me, msg.peer, "send to")
         for sbuf, soff, dbuf, doff, count, red in rp.local:

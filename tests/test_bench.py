@@ -13,7 +13,7 @@ import pytest
 from mycollectives.bench import busbw_factor, parse_size, sizes
 from mycollectives.bench.cli import algorithm_list, parser
 from mycollectives.bench.factors import bandwidths, count_for
-from mycollectives.bench.model import compare, features, fit_to_sweep, median_error, predict_us
+from mycollectives.bench.model import Conditions, compare, features, fit_to_sweep, median_error, predict_us
 from mycollectives.bench.report import header, parse_table, row, time_str
 from mycollectives.bench.runner import Result
 from mycollectives.cost import Machine
@@ -97,19 +97,19 @@ def test_flags_as_nccl_tests():
 
 
 # the textbook model, and the CPU one (sent plus received bytes, four ranks on two cores)
-@pytest.mark.parametrize("cpu", [{}, {"duplex": False, "cores": 2}])
-def test_the_fit_recovers_a_machine_that_made_the_data(cpu):
+@pytest.mark.parametrize("cond", [Conditions(), Conditions(duplex=False, cores=2)])
+def test_the_fit_recovers_a_machine_that_made_the_data(cond):
     truth = Machine(alpha=50e-6, beta=1e-9, gamma=0.5e-9)
     pts = []
     for alg in ("ring", "recursive_doubling", "reduce_broadcast"):
         for k in range(16, 25):
             r = _result(alg, 1 << k, 1.0, p=4)
-            r.time_us = predict_us(r, truth, **cpu)
+            r.time_us = predict_us(r, truth, cond)
             pts.append(r)
-    fitted = fit_to_sweep(pts, Machine(1e-5, 1e-9, 1e-9), **cpu)
+    fitted = fit_to_sweep(pts, Machine(1e-5, 1e-9, 1e-9), cond=cond)
     assert fitted.alpha == pytest.approx(truth.alpha, rel=1e-3)
     assert fitted.beta == pytest.approx(truth.beta, rel=1e-3)
-    assert median_error(compare(pts, fitted, **cpu)) < 1e-6
+    assert median_error(compare(pts, fitted, cond=cond)) < 1e-6
     assert features(pts[0], truth)[0] == 6  # ring on 4 ranks: 2(p-1) messages
 
 
@@ -146,17 +146,20 @@ def test_shared_cores_charge_a_round_its_total_work():
     lasts the total over the cores, twice its busiest rank's share."""
     m = Machine(alpha=0.0, beta=1e-9, gamma=0.0)
     r = _result("ring", 1 << 20, 1.0, p=4)
-    alone, shared = predict_us(r, m, duplex=False), predict_us(r, m, duplex=False, cores=2)
+    loopback = Conditions(duplex=False)
+    alone, shared = predict_us(r, m, loopback), predict_us(r, m, Conditions(duplex=False, cores=2))
     assert shared == pytest.approx(2 * alone)
-    assert predict_us(r, m, duplex=False, cores=4) == pytest.approx(alone)  # enough cores
+    assert predict_us(r, m, Conditions(duplex=False, cores=4)) == pytest.approx(alone)  # enough cores
     # a binomial tree's last reduce round has two busy ranks of four: the cores keep up
     t = _result("reduce_broadcast", 1 << 20, 1.0, p=4)
-    assert predict_us(t, m, duplex=False, cores=2) < 2 * predict_us(t, m, duplex=False)
+    assert predict_us(t, m, Conditions(duplex=False, cores=2)) < 2 * predict_us(t, m, loopback)
 
 
 def test_messages_cut_at_the_transports_cap_each_cost_alpha():
     r = _result("ring", 16 << 20, 1.0, p=4)  # 4 MiB per ring step
     m = Machine(alpha=1.0, beta=0.0, gamma=0.0)
     whole = features(r, m)[0]
-    cut = features(r, m, segment_bytes=1 << 20)[0]
+    cut = features(r, m, Conditions(segment_bytes=1 << 20))[0]
     assert whole == 6 and cut == 3 * 4 + 3  # reduce-scatter steps cut in 4; all-gather steps whole
+    meta = {"cores": 2, "max_message_bytes": 1 << 20}
+    assert Conditions.from_meta(meta) == Conditions(duplex=False, cores=2, segment_bytes=1 << 20)

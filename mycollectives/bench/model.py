@@ -106,50 +106,65 @@ def _loads(rnd, p: int, item: int, duplex: bool, segment_bytes: int | None = Non
     return np.stack([msgs, moved, red], axis=1)
 
 
-def features(
-    r: Result,
-    machine: Machine,
-    duplex: bool = True,
-    cores: int | None = None,
-    segment_bytes: int | None = None,
-) -> np.ndarray:
-    """``(messages, bytes, reduced bytes)`` summed over rounds, each round
-    counted at its busiest rank under ``machine`` (as :func:`counted_cost` does).
+@dataclass(frozen=True)
+class Conditions:
+    """How the model charges a round, beyond alpha, beta and gamma.
 
-    ``duplex=False`` charges a rank for the bytes it sends *and* receives: on
-    CPUs over loopback TCP both directions cost the same cores' memory copies,
-    so a link is not full duplex there.
+    The defaults are chapter 3's textbook model (:func:`counted_cost`): full
+    duplex links, a core per rank, messages never cut.
 
-    ``cores``: when the ranks share fewer cores than there are ranks (local
-    gloo processes on a small machine), a round also lasts at least its
-    total work divided by the cores, since every byte is copied by one of
-    them; the round is charged the larger of the two.
+    * ``duplex=False`` charges a rank for the bytes it sends *and* receives:
+      on CPUs over loopback TCP both directions cost the same cores' memory
+      copies, so a link is not full duplex there.
+    * ``cores``: when the ranks share fewer cores than there are ranks (local
+      gloo processes on a small machine), a round also lasts at least its
+      total work divided by the cores, since every byte is copied by one of
+      them; the round is charged the larger of the two.
+    * ``segment_bytes``: the transport's cap on one message (gloo's
+      ``max_message_bytes``); each cut segment costs its own alpha.
     """
+
+    duplex: bool = True
+    cores: int | None = None
+    segment_bytes: int | None = None
+
+    @classmethod
+    def from_meta(cls, meta: dict) -> Conditions:
+        """Local gloo processes as a recorded sweep's ``meta`` describes them:
+        no full duplex, the machine's cores, the message cap it ran with."""
+        return cls(duplex=False, cores=meta.get("cores"), segment_bytes=meta.get("max_message_bytes"))
+
+    @property
+    def textbook(self) -> bool:
+        return self == Conditions()
+
+
+TEXTBOOK = Conditions()
+
+
+def features(r: Result, machine: Machine, cond: Conditions = TEXTBOOK) -> np.ndarray:
+    """``(messages, bytes, reduced bytes)`` summed over rounds, each round
+    counted at its busiest rank under ``machine`` (as :func:`counted_cost`
+    does), or at the shared cores (see :class:`Conditions`)."""
     s = schedule_of(r)
     item = _itemsize(r.type)
     total = np.zeros(3)
     weights = np.array([machine.alpha, machine.beta, machine.gamma])
-    shared = cores is not None and cores < s.world_size
+    shared = cond.cores is not None and cond.cores < s.world_size
     for rnd in s.rounds:
-        f = _loads(rnd, s.world_size, item, duplex, segment_bytes)
+        f = _loads(rnd, s.world_size, item, cond.duplex, cond.segment_bytes)
         if shared:
-            f = np.vstack([f, f.sum(axis=0) / cores])
+            f = np.vstack([f, f.sum(axis=0) / cond.cores])
         total += f[int(np.argmax(f @ weights))]
     return total
 
 
-def predict_us(
-    r: Result,
-    machine: Machine,
-    duplex: bool = True,
-    cores: int | None = None,
-    segment_bytes: int | None = None,
-) -> float:
-    """The model's time of the schedule behind ``r``, in microseconds (with
-    the defaults, chapter 3's :func:`~mycollectives.cost.counted_cost`)."""
-    if duplex and cores is None and not segment_bytes:
+def predict_us(r: Result, machine: Machine, cond: Conditions = TEXTBOOK) -> float:
+    """The model's time of the schedule behind ``r``, in microseconds (under
+    the textbook conditions, chapter 3's :func:`~mycollectives.cost.counted_cost`)."""
+    if cond.textbook:
         return counted_cost(schedule_of(r), machine, _itemsize(r.type)) * 1e6
-    f = features(r, machine, duplex, cores, segment_bytes)
+    f = features(r, machine, cond)
     return float(f @ [machine.alpha, machine.beta, machine.gamma]) * 1e6
 
 
@@ -168,10 +183,8 @@ def compare(
     results: Sequence[Result],
     machine: Machine,
     min_bytes: int = 64 << 10,
-    duplex: bool = True,
+    cond: Conditions = TEXTBOOK,
     stat: str = "median",
-    cores: int | None = None,
-    segment_bytes: int | None = None,
 ) -> list[Point]:
     """Predicted against measured for every algorithm and size from ``min_bytes`` up."""
     return [
@@ -181,7 +194,7 @@ def compare(
             r.size,
             r.world_size,
             measured_us(r, stat),
-            predict_us(r, machine, duplex, cores, segment_bytes),
+            predict_us(r, machine, cond),
         )
         for r in modelled(results, min_bytes)
     ]
@@ -196,10 +209,8 @@ def fit_to_sweep(
     start: Machine,
     min_bytes: int = 64 << 10,
     train=None,
-    duplex: bool = True,
+    cond: Conditions = TEXTBOOK,
     stat: str = "median",
-    cores: int | None = None,
-    segment_bytes: int | None = None,
 ) -> Machine:
     """Least-squares alpha, beta, gamma from the collectives' own times.
 
@@ -217,7 +228,7 @@ def fit_to_sweep(
     # which rank (or the shared cores) binds each round depends on the
     # parameters: refit until the choice settles
     for _ in range(5):
-        x = np.array([features(r, machine, duplex, cores, segment_bytes) for r in pts])
+        x = np.array([features(r, machine, cond) for r in pts])
         keep = [0, 1, 2]
         while True:
             coef, *_ = np.linalg.lstsq(x[:, keep] * w[:, None], t * w, rcond=None)
