@@ -134,10 +134,6 @@ class Conditions:
         no full duplex, the machine's cores, the message cap it ran with."""
         return cls(duplex=False, cores=meta.get("cores"), segment_bytes=meta.get("max_message_bytes"))
 
-    @property
-    def textbook(self) -> bool:
-        return self == Conditions()
-
 
 TEXTBOOK = Conditions()
 
@@ -162,7 +158,7 @@ def features(r: Result, machine: Machine, cond: Conditions = TEXTBOOK) -> np.nda
 def predict_us(r: Result, machine: Machine, cond: Conditions = TEXTBOOK) -> float:
     """The model's time of the schedule behind ``r``, in microseconds (under
     the textbook conditions, chapter 3's :func:`~mycollectives.cost.counted_cost`)."""
-    if cond.textbook:
+    if cond == TEXTBOOK:
         return counted_cost(schedule_of(r), machine, _itemsize(r.type)) * 1e6
     f = features(r, machine, cond)
     return float(f @ [machine.alpha, machine.beta, machine.gamma]) * 1e6
