@@ -75,10 +75,13 @@ class TorchDistTransport:
             raise ValueError(f"rank {rank!r} is not a member of this process group") from None
 
     def isend(self, tensor, dst, tag=0, label=None):
-        return _DistWork(dist.isend(tensor, dst=self._global[dst], group=self.group, tag=tag), self, dst)
+        # the process group's own send: ``dst`` is already a group rank, and the
+        # checks and rank translations of ``dist.isend`` cost CPU per message
+        # (measured: about a fifth of a small message's process time on gloo)
+        return _DistWork(self.group.send([tensor], dst, tag), self, dst)
 
     def irecv(self, tensor, src, tag=0, label=None):
-        return _DistWork(dist.irecv(tensor, src=self._global[src], group=self.group, tag=tag), self, src)
+        return _DistWork(self.group.recv([tensor], src, tag), self, src)
 
     def exchange(self, sends: list[Message], recvs: list[Message], label: Label):
         if not self.batched:
