@@ -168,6 +168,29 @@ def test_auto_runs_through_the_api():
     assert mc.run_local(fn, 5) == [10.0] * 5
 
 
+def test_auto_ranks_the_menu_once_per_call_shape(monkeypatch):
+    """The ranking is cached: repeated calls of one shape pay for it once."""
+    import mycollectives.auto as auto_mod
+
+    calls = []
+    real = auto_mod.cheapest
+    monkeypatch.setattr(auto_mod, "cheapest", lambda *a, **k: calls.append(a) or real(*a, **k))
+    auto_mod.choose.cache_clear()
+
+    def fn(rank):
+        import torch
+
+        t = torch.ones(12345)
+        for _ in range(5):
+            mc.all_reduce(t)
+        return t[0].item()
+
+    assert mc.run_local(fn, 3) == [3.0**5] * 3
+    # 15 calls on 3 ranks: ranked once (ranks that race on the first call may each rank it)
+    assert 1 <= len(calls) <= 3 and {c[:3] for c in calls} == {("all_reduce", 3, 12345 * 4)}
+    auto_mod.choose.cache_clear()
+
+
 def test_crossover_size_solves_the_two_formulas():
     """Recursive doubling vs ring on 8 ranks: 3(a + n(b+g)) = 14a + 7/8 n (2b + g)."""
     m = Machine(alpha=5e-6, beta=1e-10, gamma=5e-11)
