@@ -9,10 +9,9 @@ depends only on its arguments, so every rank picks the same algorithm.
 ``hierarchical`` needs the node size; it is considered only when
 ``local_size`` is given and divides the world size.
 
-The answer is cached: ranking the menu costs tens of microseconds of Python
-per call, which an 8-byte all-reduce on two local processes would pay on
-every call (it showed as ``auto`` taking 1.7x the time of the algorithm it
-picks, in the recorded sweeps before the cache).
+The answer is cached: ranking the menu costs tens of microseconds of Python,
+which a small collective would pay on every call (the benchmarks page
+compares sweeps recorded before and after the cache).
 """
 
 from __future__ import annotations
