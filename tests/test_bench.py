@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +18,8 @@ from mycollectives.bench.model import Conditions, compare, features, fit_to_swee
 from mycollectives.bench.report import header, parse_table, row, time_str
 from mycollectives.bench.runner import Result
 from mycollectives.cost import Machine
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # A row as nccl-tests' all_reduce_perf prints it (8 ranks), for the layout.
 NCCL_TESTS_ROW = (
@@ -127,6 +130,31 @@ def test_a_tiny_real_two_process_run(tmp_path):
     data = json.loads(out.read_text())
     assert data["machine"]["backend"] == "gloo" and data["machine"]["world_size"] == 2
     assert {r["algorithm"] for r in data["results"]} == {"ring", "auto", "native"}
+
+
+@pytest.mark.timeout(180)
+def test_the_p2p_floor_script_checks_and_pairs_its_three_all_reduces(tmp_path):
+    """benchmarks/p2p_floor.py: every variant is checked for the right sum
+    before timing (it exits non-zero otherwise), and every repetition has a
+    sample of each."""
+    out = tmp_path / "floor.json"
+    script = ROOT / "benchmarks" / "p2p_floor.py"
+    cmd = [sys.executable, str(script), "--nprocs", "3", "--size", "12K", "--reps", "4", "--json", str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=170, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    data = json.loads(out.read_text())
+    assert data["machine"]["world_size"] == 3 and data["machine"]["bytes"] == 12 << 10
+    assert set(data["samples"]) == {"native", "handwritten", "ours"}
+    for v in data["samples"].values():
+        assert len(v["wall_ms"]) == len(v["cpu_ms"]) == 4 and min(v["wall_ms"]) > 0
+    assert "native / this, paired" in done.stdout
+
+
+def test_the_p2p_floor_script_refuses_sizes_it_cannot_split():
+    script = ROOT / "benchmarks" / "p2p_floor.py"
+    done = subprocess.run([sys.executable, str(script), "--nprocs", "3", "--size", "1K"],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)  # fmt: skip
+    assert done.returncode != 0 and "multiple of 4 * nprocs = 12 bytes" in done.stderr
 
 
 def test_plots_draw_every_algorithm(tmp_path):
