@@ -5,7 +5,7 @@ call by call, each call timed on its own:
 
 * ``native``: gloo's own ``dist.all_reduce`` (its ring runs inside one C++ call);
 * ``handwritten``: the direct all-reduce (chapter 3) written straight on the
-  process group's ``send``/``recv``, a dozen lines with no schedule, no
+  process group's ``send``/``recv``, under twenty lines with no schedule, no
   executor and no checks: the floor for anything built on torch's
   point-to-point calls;
 * ``ours``: ``mycollectives.all_reduce(..., algorithm="direct", check=False)``,
