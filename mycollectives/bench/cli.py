@@ -19,7 +19,7 @@ import torch.distributed as dist
 
 import mycollectives as mc
 
-from ..transport.torch_dist import transport_for
+from ..transport.torch_dist import TRANSPORT_ENV, transport_for
 from . import report
 from .cases import NATIVE
 from .factors import BUSBW_FACTORS, DTYPES, parse_size, sizes
@@ -57,6 +57,13 @@ def parser() -> argparse.ArgumentParser:
         default=0,
         help="torch.set_num_threads per process (0: cores / processes, at least 1, as torchrun's OMP_NUM_THREADS=1)",
     )
+    a(
+        "--transport",
+        choices=("auto", "group", "shm"),
+        default="auto",
+        help="how our algorithms move bytes: 'group' (the process group's send/recv), 'shm' (shared "
+        "memory, ranks on one host, CPU) or 'auto' (shm on CPU when every rank is on this node, else group)",
+    )
     a("--arg-check", type=int, default=0, help="1: keep our cross-rank argument check in the timing")
     a("--csv", help="write the results as CSV here (rank 0)")
     a("--json", help="write the results and the machine as JSON here (rank 0)")
@@ -89,6 +96,18 @@ def _device(args) -> torch.device:
     return torch.device("cpu")
 
 
+def transport_kind(args, device: torch.device) -> str:
+    """``--transport`` resolved: ``auto`` is shared memory for CPU ranks that
+    all run on this node (as NCCL picks its SHM transport within a node)."""
+    one_node = int(os.environ.get("LOCAL_WORLD_SIZE", -1)) == dist.get_world_size()
+    kind = args.transport
+    if kind == "auto":
+        kind = "shm" if device.type == "cpu" and one_node and dist.get_world_size() > 1 else "group"
+    if kind == "shm" and device.type != "cpu":
+        raise SystemExit("--transport shm moves CPU tensors; on GPUs use --transport group (NCCL)")
+    return kind
+
+
 def bench(args) -> list:
     """The body every rank runs once the process group is up."""
     from .runner import run_sweep
@@ -103,9 +122,11 @@ def bench(args) -> list:
     )
     say = print if rank == 0 else (lambda *a, **k: None)
     meta = report.machine(dist.get_backend(), p)
+    meta["transport"] = os.environ[TRANSPORT_ENV] = transport_kind(args, device)
     # the transport's cap on one message (gloo): the cost model counts the cut
     meta["max_message_bytes"] = transport_for().max_message_bytes
-    say(f"# mycollectives.bench {args.collective}: nranks {p} backend {meta['backend']} device {device} "
+    say(f"# mycollectives.bench {args.collective}: nranks {p} backend {meta['backend']} "
+        f"transport {meta['transport']} device {device} "
         f"minBytes {sweep[0]} maxBytes {sweep[-1]} warmup iters: {args.warmup_iters} iters: {args.iters} "
         f"reps: {args.reps} validation: {args.check} arg-check: {args.arg_check}")  # fmt: skip
     say(f"# machine: {meta['cpu']}, {meta['cores']} cores, load average {meta['loadavg']}")

@@ -134,14 +134,30 @@ class _DistWork:
 _transports: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def transport_for(group=None) -> TorchDistTransport:
+TRANSPORT_ENV = "MYCOLLECTIVES_TRANSPORT"
+TRANSPORTS = ("group", "shm")
+
+
+def transport_for(group=None):
     """One cached transport per process group (None: the default group).
 
-    The cache is keyed weakly by the group and transports hold their group
-    weakly, so destroying a group frees its transport too.
+    ``MYCOLLECTIVES_TRANSPORT`` picks its kind, the same on every rank:
+    ``group`` (the default, the process group's own send and receive) or
+    ``shm`` (:class:`~mycollectives.transport.shm.ShmTransport`, for ranks
+    on one host). The cache is keyed weakly by the group and transports
+    hold their group weakly, so destroying a group frees its transport too.
     """
     key = dist.group.WORLD if group is None else group
     t = _transports.get(key)
     if t is None:
-        t = _transports[key] = TorchDistTransport(key)
+        kind = os.environ.get(TRANSPORT_ENV, "group") or "group"
+        if kind not in TRANSPORTS:
+            raise ValueError(f"{TRANSPORT_ENV}={kind!r}: expected one of {TRANSPORTS}")
+        if kind == "shm":
+            from .shm import ShmTransport
+
+            t = ShmTransport(key)
+        else:
+            t = TorchDistTransport(key)
+        _transports[key] = t
     return t
