@@ -128,3 +128,109 @@ def compare_cases_segmented(rank: int, cases: list[Case], max_bytes: int) -> tup
     finally:
         t.max_message_bytes = old
         os.environ.pop(EARLY_SENDS_ENV, None)
+
+
+def shm_path(rank: int, cases: list[Case], eager: int) -> tuple[list[str], int]:
+    """The shared-memory transport, every message of ``eager`` bytes or more
+    through /dev/shm, checked against torch.distributed."""
+    from mycollectives.transport.shm import ShmTransport
+
+    transport = ShmTransport(None, timeout=30, eager_bytes=eager)
+    problems = []
+    for case in cases:
+        problem = compare(case, rank, call(case, rank, "mc", group=transport), reference(case, rank))
+        if problem:
+            problems.append(problem)
+    return problems, len(cases)
+
+
+def shm_regions(rank: int) -> dict:
+    """Point-to-point through shared memory between ranks 0 and 1: many
+    messages in flight, of growing sizes and dtypes, waited out of order; then
+    what is left in /dev/shm."""
+    import gc
+
+    from mycollectives.transport.shm import SHM_DIR, ShmTransport
+
+    t = ShmTransport(None, timeout=30, eager_bytes=64)
+    shapes = [(n, dt) for n in (16, 1000, 1 << 16, 3 << 20, 5) for dt in (torch.float32, torch.int64)] * 2
+    out: dict = {"ok": True}
+    if rank == 0:
+        works = [t.isend((torch.arange(n) * (i + 1)).to(dt), 1) for i, (n, dt) in enumerate(shapes)]
+        for w in reversed(works):
+            w.wait()
+    elif rank == 1:
+        got = [torch.empty(n, dtype=dt) for n, dt in shapes]
+        works = [t.irecv(g, 0) for g in got]
+        order = list(range(len(works)))
+        order = order[1::2] + order[::2]  # later messages read before earlier ones
+        for i in order:
+            works[i].wait()
+        out["ok"] = all(
+            torch.equal(g, (torch.arange(g.numel()) * (i + 1)).to(g.dtype)) for i, g in enumerate(got)
+        )
+    dist.barrier()
+    mine = f"mycollectives-{t.nonce:x}-"
+    if rank == 0:  # one more message: the sender sees what the receiver has read
+        t.isend(torch.ones(100), 1).wait()
+    elif rank == 1:
+        t.irecv(torch.empty(100), 0).wait()
+    out["regions"] = len(t._out[1].regions) if rank == 0 else 0
+    out["left_while_alive"] = sorted(f for f in os.listdir(SHM_DIR) if f.startswith(mine))
+    dist.barrier()
+    del t
+    gc.collect()
+    out["left_after"] = sorted(f for f in os.listdir(SHM_DIR) if f.startswith(mine))
+    return out
+
+
+def shm_refuses_another_host(rank: int) -> str:
+    """Rank 1 pretends to be on another host; its peers must refuse it."""
+    from mycollectives.transport.shm import ShmTransport
+
+    t = ShmTransport(None, timeout=20, eager_bytes=1)
+    if rank == 1:
+        t.host ^= 1
+    try:
+        mc.all_reduce(torch.ones(64), group=t, algorithm="ring", check=False)
+    except mc.CollectiveError as e:
+        return f"{type(e).__name__}: {e}"
+    return "completed"
+
+
+def shm_skip_collective(rank: int, skipper: int, timeout: float) -> str:
+    """``skip_collective`` on the shared-memory transport."""
+    from mycollectives.transport.shm import ShmTransport
+
+    t = ShmTransport(None, eager_bytes=1)
+    if rank == skipper:
+        time.sleep(timeout + 3)
+        return "skipped"
+    try:
+        mc.all_reduce(torch.ones(1000), group=t, algorithm="ring", timeout=timeout, check=False)
+    except mc.CollectiveError as e:
+        return f"{type(e).__name__}: {e}"
+    return "completed"
+
+
+def transport_env(rank: int) -> list[str]:
+    """``MYCOLLECTIVES_TRANSPORT`` on a new subgroup: a bad value is refused,
+    ``shm`` gives the shared-memory transport, which then runs a collective."""
+    from mycollectives.transport.torch_dist import TRANSPORT_ENV, transport_for
+
+    seen = []
+    group = dist.new_group(list(range(dist.get_world_size())))
+    try:
+        os.environ[TRANSPORT_ENV] = "pigeon"
+        try:
+            transport_for(group)
+        except ValueError as e:
+            seen.append(str(e))
+        os.environ[TRANSPORT_ENV] = "shm"
+        seen.append(type(transport_for(group)).__name__)
+        t = torch.full((1 << 15,), float(rank))
+        mc.all_reduce(t, group=group, algorithm="direct")
+        seen.append(str(t[::4096].tolist()))
+    finally:
+        os.environ.pop(TRANSPORT_ENV, None)
+    return seen

@@ -117,18 +117,25 @@ def test_the_fit_recovers_a_machine_that_made_the_data(cond):
 
 
 @pytest.mark.timeout(180)
-def test_a_tiny_real_two_process_run(tmp_path):
+@pytest.mark.parametrize("transport,expected", [("auto", "shm"), ("group", "group")])
+def test_a_tiny_real_two_process_run(tmp_path, transport, expected):
+    """Spawned local processes: ``auto`` moves our bytes through shared memory
+    (the 256 KiB size sends messages above the eager limit), ``group``
+    through gloo; the transport is in the header and the JSON."""
     out = tmp_path / "r.json"
-    cmd = [sys.executable, "-m", "mycollectives.bench", "--nprocs", "2", "-b", "1K", "-e", "4K", "-n", "2",
-           "-w", "1", "--reps", "2", "--algorithm", "ring,auto,native", "--progress", "0", "--json", str(out)]  # fmt: skip
+    cmd = [sys.executable, "-m", "mycollectives.bench", "--nprocs", "2", "-b", "1K", "-e", "256K", "-f", "16",
+           "-n", "2", "-w", "1", "--reps", "2", "--algorithm", "ring,auto,native", "--progress", "0",
+           "--transport", transport, "--json", str(out)]  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=170)
     assert done.returncode == 0, done.stderr[-2000:]
+    assert f"transport {expected} " in done.stdout.splitlines()[0]
     rows = parse_table(done.stdout)
-    assert [int(r[0]) for r in rows] == [1024, 2048, 4096]
+    assert [int(r[0]) for r in rows] == [1024, 16384, 262144]
     assert all(len(r) == 5 + 4 * 3 for r in rows)
     assert all(r[8] == "0" and r[12] == "0" and r[16] == "0" for r in rows)  # no wrong elements
     data = json.loads(out.read_text())
     assert data["machine"]["backend"] == "gloo" and data["machine"]["world_size"] == 2
+    assert data["machine"]["transport"] == expected
     assert {r["algorithm"] for r in data["results"]} == {"ring", "auto", "native"}
 
 

@@ -183,3 +183,54 @@ def test_transports_do_not_keep_a_destroyed_group_alive():
         [sys.executable, "-c", _GROUP_LIFETIME], capture_output=True, text=True, timeout=100
     )
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("p", [3, 4])
+def test_the_shared_memory_transport_matches_torch_distributed(p):
+    """Every algorithm of every collective with every message through /dev/shm."""
+    cases = []
+    for i, (api, alg) in enumerate(APIS):
+        for j, (n, dtype) in enumerate(
+            [(0, "float32"), (2 * p + 1, "float16"), (1000, "int64"), (70000, "float32")]
+        ):
+            op = "SUM" if api in REDUCING else None
+            root = (i + j) % p if api in ROOTED else 0
+            cases.append(Case(api, alg, p, n, dtype, op, root, seed=i + j, options=options(alg, p)))
+    results = run_everywhere(p, "shm_path", cases, 1)
+    assert all(count == len(cases) for _, count in results)
+    problems = [msg for rank_problems, _ in results for msg in rank_problems]
+    assert not problems, "\n".join(problems[:10])
+
+
+def test_shared_memory_regions_are_reused_read_out_of_order_and_cleaned_up():
+    out = run_everywhere(2, "shm_regions")
+    assert out[1]["ok"], "rank 1 received wrong data"
+    assert 1 <= out[0]["regions"] <= 4, out[0]
+    for rank, o in enumerate(out):  # files are unlinked once mapped, memory freed with the transport
+        assert o["left_while_alive"] == [] and o["left_after"] == [], (rank, o)
+
+
+def test_the_shared_memory_transport_refuses_a_rank_on_another_host():
+    out = run_everywhere(3, "shm_refuses_another_host")
+    assert any("another host" in m and "rank 1" in m for m in out), out
+    assert all(m.startswith(("PeerError", "CollectiveTimeout")) for m in out), out
+    _pools.pop(3).kill()  # the group saw errors: start afresh
+
+
+@pytest.mark.timeout(120)
+def test_a_rank_that_never_joins_the_shared_memory_transport_gives_a_timeout_naming_round_and_peer():
+    out = pool(3).run("dist_tasks", "shm_skip_collective", 2, 3.0, timeout=60)
+    assert out[2] == ("ok", "skipped")
+    for rank in (0, 1):
+        status, message = out[rank]
+        assert status == "ok" and message.startswith(("CollectiveTimeout", "PeerError")), message
+        assert "all_reduce (ring)" in message and "round" in message, message
+    assert any("rank 2" in out[r][1] for r in (0, 1))
+    _pools.pop(3).kill()
+
+
+def test_the_transport_environment_variable():
+    out = run_everywhere(2, "transport_env")
+    for seen in out:
+        assert "MYCOLLECTIVES_TRANSPORT='pigeon'" in seen[0] and "shm" in seen[0], seen
+        assert seen[1] == "ShmTransport" and seen[2] == str([1.0] * 8), seen

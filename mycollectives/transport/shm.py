@@ -128,15 +128,15 @@ class _Outbox:
                 self.regions.remove(cur)
                 cur.head = 0
             else:
-                read = [r for r in self.regions if consumed >= r.last]
-                for r in read[: max(0, len(self.regions) - MAX_REGIONS + 1)]:
-                    self.regions.remove(r)  # the oldest read ones: their memory goes
                 cur = _Region(f"{self.stem}-{self.gens}", self.gens, max(MIN_REGION_BYTES, need))
                 self.owner.paths.add(cur.path)
                 self.gens += 1
                 cur.first = self.seq
             self.regions.append(cur)
         offset, cur.head, cur.last = cur.head, cur.head + need, self.seq
+        extra = len(self.regions) - MAX_REGIONS  # beyond that, the oldest read regions go
+        for r in [r for r in self.regions[:-1] if consumed >= r.last][: max(0, extra)]:
+            self.regions.remove(r)
         return cur, offset, self.seq
 
     def _unlink_mapped(self, consumed: int) -> None:
