@@ -16,6 +16,11 @@ the reduction of one segment overlaps the arrival of the next (both ends cut
 it the same way, since both see the same transfer). Plain copies travel
 whole: cutting them only adds messages.
 
+A transport that holds a received message where the receiver can read it
+(shared memory) offers ``work.view()``: a staged receive is then applied
+straight from there, with no staging copy, and ``work.release()`` hands the
+space back.
+
 That keeps the meaning of a round (sends read the state at its start,
 writes land at its end) while overlapping reductions with communication. A
 receive that is a plain copy onto data nobody reads in this round goes
