@@ -157,21 +157,23 @@ class _Inbox:
     count of messages consumed, kept in order (a later message read first
     does not count until the earlier ones are read too)."""
 
-    def __init__(self):
-        self.maps: dict[tuple[int, int], torch.Tensor] = {}
-        self.ctl: dict[int, torch.Tensor] = {}
+    def __init__(self, nonce: int):
+        self.nonce = nonce  # the sender's transport: a new one starts counting afresh
+        self.maps: dict[int, torch.Tensor] = {}
+        self.ctl: torch.Tensor | None = None
         self.next = 1
         self.done: set[int] = set()
 
-    def consumed(self, nonce: int, seq: int, owner: ShmTransport, src: int) -> None:
+    def consumed(self, seq: int, owner: ShmTransport, src: int) -> None:
+        """Message ``seq`` has been read: publish the count read in order
+        (after the read itself, so the sender never reuses bytes still read)."""
         self.done.add(seq)
         while self.next in self.done:
             self.done.discard(self.next)
             self.next += 1
-        ctl = self.ctl.get(nonce)
-        if ctl is None:
-            ctl = self.ctl[nonce] = _map(f"{owner.stem(nonce, src, owner.rank)}-ctl").view(torch.int64)
-        ctl[0] = self.next - 1
+        if self.ctl is None:
+            self.ctl = _map(f"{owner.stem(self.nonce, src, owner.rank)}-ctl").view(torch.int64)
+        self.ctl[0] = self.next - 1
 
 
 class ShmTransport:
@@ -247,20 +249,19 @@ class ShmTransport:
         if nbytes != want:
             raise TransportPeerError(f"rank {src} sent {nbytes} bytes where {want} were expected")
         inbox = self._in.get(src)
-        if inbox is None:
-            inbox = self._in[src] = _Inbox()
-        region = inbox.maps.get((nonce, gen))
+        if inbox is None or inbox.nonce != nonce:
+            inbox = self._in[src] = _Inbox(nonce)
+        region = inbox.maps.get(gen)
         if region is None:
             path = f"{self.stem(nonce, src, self.rank)}-{gen}"
             try:
                 region = _map(path)
             except OSError as e:
                 raise TransportPeerError(f"cannot map rank {src}'s shared memory {path}: {e}") from e
-            inbox.maps = {k: v for k, v in inbox.maps.items() if k[0] == nonce}  # a new sender: forget
-            inbox.maps[(nonce, gen)] = region
+            inbox.maps[gen] = region
             for old in sorted(inbox.maps)[:-8]:  # regions the sender has long dropped
                 del inbox.maps[old]
-        return region[offset : offset + nbytes].view(like.dtype).view(like.shape), inbox, nonce, seq
+        return region[offset : offset + nbytes].view(like.dtype).view(like.shape), inbox, seq
 
 
 class _ShmRecv:
@@ -288,8 +289,8 @@ class _ShmRecv:
 
     def release(self) -> None:
         if self._held is not None and not self.done:
-            _, inbox, nonce, seq = self._held
-            inbox.consumed(nonce, seq, self.transport, self.src)
+            _, inbox, seq = self._held
+            inbox.consumed(seq, self.transport, self.src)
             self.done = True
 
     def wait(self, timeout: float | None = None) -> bool:
