@@ -99,7 +99,11 @@ def batched_path(rank: int, cases: list[Case]) -> tuple[list[str], int]:
     waits) run on gloo, checked against torch.distributed."""
     from mycollectives.transport.torch_dist import TorchDistTransport
 
-    transport = TorchDistTransport(None, timeout=30, batched=True)
+    return compare_on(TorchDistTransport(None, timeout=30, batched=True), rank, cases)
+
+
+def compare_on(transport, rank: int, cases: list[Case]) -> tuple[list[str], int]:
+    """Each case through mycollectives on ``transport`` against torch.distributed."""
     problems = []
     for case in cases:
         problem = compare(case, rank, call(case, rank, "mc", group=transport), reference(case, rank))
@@ -135,13 +139,7 @@ def shm_path(rank: int, cases: list[Case], eager: int) -> tuple[list[str], int]:
     through /dev/shm, checked against torch.distributed."""
     from mycollectives.transport.shm import ShmTransport
 
-    transport = ShmTransport(None, timeout=30, eager_bytes=eager)
-    problems = []
-    for case in cases:
-        problem = compare(case, rank, call(case, rank, "mc", group=transport), reference(case, rank))
-        if problem:
-            problems.append(problem)
-    return problems, len(cases)
+    return compare_on(ShmTransport(None, timeout=30, eager_bytes=eager), rank, cases)
 
 
 def shm_regions(rank: int) -> dict:
