@@ -193,6 +193,8 @@ def shm_refuses_another_host(rank: int) -> str:
         mc.all_reduce(torch.ones(64), group=t, algorithm="ring", check=False)
     except mc.CollectiveError as e:
         return f"{type(e).__name__}: {e}"
+    finally:
+        t.close()  # the pool is killed next: leave nothing in /dev/shm
     return "completed"
 
 
@@ -208,6 +210,8 @@ def shm_skip_collective(rank: int, skipper: int, timeout: float) -> str:
         mc.all_reduce(torch.ones(1000), group=t, algorithm="ring", timeout=timeout, check=False)
     except mc.CollectiveError as e:
         return f"{type(e).__name__}: {e}"
+    finally:
+        t.close()
     return "completed"
 
 

@@ -15,7 +15,9 @@ the space.
 * Each sender owns its regions (files in ``/dev/shm``, one growing set per
   peer) and names them with a random number of its own, which the token
   carries: no set-up call, no collective, and two jobs on one host never
-  share a file. A file is unlinked as soon as the receiver has mapped it.
+  share a file. The receiver unlinks a file as soon as it has mapped it
+  (the memory lives while either end maps it), so a crash leaves at most
+  the files created since the last message was read.
 * Sending never waits for the receiver: when the current region is still
   in use, a new one is created. A receive waits only for its token, under
   the transport's timeout, so a missing peer gives the executor's error
@@ -47,7 +49,7 @@ DEFAULT_EAGER_BYTES = 64 << 10
 MIN_REGION_BYTES = 4 << 20
 MAX_REGIONS = 4  # per peer, kept for reuse
 ALIGN = 64  # bytes: every message starts on a cache line (and any dtype's alignment)
-TOKEN = 6  # int64s: seq, generation, offset, nbytes, sender nonce, sender host
+TOKEN = 7  # int64s: seq, generation, offset, nbytes, sender nonce, sender host, oldest live generation
 
 
 def host_id() -> int:
@@ -172,7 +174,9 @@ class _Inbox:
             self.done.discard(self.next)
             self.next += 1
         if self.ctl is None:
-            self.ctl = _map(f"{owner.stem(self.nonce, src, owner.rank)}-ctl").view(torch.int64)
+            path = f"{owner.stem(self.nonce, src, owner.rank)}-ctl"
+            self.ctl = _map(path).view(torch.int64)
+            _unlink(path)
         self.ctl[0] = self.next - 1
 
 
@@ -196,7 +200,12 @@ class ShmTransport:
         self.paths: set[str] = set()
         self._out: dict[int, _Outbox] = {}
         self._in: dict[int, _Inbox] = {}
-        weakref.finalize(self, _unlink_all, self.paths)
+        self._finalizer = weakref.finalize(self, _unlink_all, self.paths)
+
+    def close(self) -> None:
+        """Unlink every file this end created and has not unlinked yet (done
+        anyway when the transport is freed or the process exits normally)."""
+        self._finalizer()
 
     @staticmethod
     def stem(nonce: int, src: int, dst: int) -> str:
@@ -219,7 +228,10 @@ class ShmTransport:
         nbytes = tensor.numel() * tensor.element_size()
         region, offset, seq = out.place(nbytes)
         region.data[offset : offset + nbytes].view(tensor.dtype).view(tensor.shape).copy_(tensor)
-        token = torch.tensor([seq, region.gen, offset, nbytes, self.nonce, self.host], dtype=torch.int64)
+        oldest = min(r.gen for r in out.regions)  # the receiver may forget the mappings of older ones
+        token = torch.tensor(
+            [seq, region.gen, offset, nbytes, self.nonce, self.host, oldest], dtype=torch.int64
+        )
         work = self.inner.isend(token, dst, 0, label)
         work.token = token  # alive until the send completes
         return work
@@ -240,7 +252,7 @@ class ShmTransport:
     ) -> tuple[torch.Tensor, _Inbox, int, int]:
         """Where the message a token announces lies: a view of shared memory
         shaped like ``like``, and what :meth:`_Inbox.consumed` needs."""
-        seq, gen, offset, nbytes, nonce, host = token.tolist()
+        seq, gen, offset, nbytes, nonce, host, oldest = token.tolist()
         if host != self.host:
             raise TransportPeerError(
                 f"rank {src} is on another host: ShmTransport needs every rank of the group on one host"
@@ -258,9 +270,10 @@ class ShmTransport:
                 region = _map(path)
             except OSError as e:
                 raise TransportPeerError(f"cannot map rank {src}'s shared memory {path}: {e}") from e
+            _unlink(path)  # both ends map it now: a crash from here on leaves nothing in /dev/shm
             inbox.maps[gen] = region
-            for old in sorted(inbox.maps)[:-8]:  # regions the sender has long dropped
-                del inbox.maps[old]
+        for old in [g for g in inbox.maps if g < oldest]:  # regions the sender has dropped
+            del inbox.maps[old]
         return region[offset : offset + nbytes].view(like.dtype).view(like.shape), inbox, seq
 
 
