@@ -204,15 +204,13 @@ def execute(
                     _wait(work, timeout, name, schedule, rp.index, me, msg.peer, "receive from", lies), pieces
                 )
                 work.release()
-                if waiting:
-                    early_sends.release(waiting, idx, early, transport, ntag)
-                continue
-            _wait(work, timeout, name, schedule, rp.index, me, msg.peer, "receive from")
-            if late:
-                deferred.append((msg.tensor, pieces))
-                continue
-            if not direct:
-                apply(msg.tensor, pieces)
+            else:
+                _wait(work, timeout, name, schedule, rp.index, me, msg.peer, "receive from")
+                if late:
+                    deferred.append((msg.tensor, pieces))
+                    continue
+                if not direct:
+                    apply(msg.tensor, pieces)
             if waiting:
                 early_sends.release(waiting, idx, early, transport, ntag)
         for msg, work in all_sends:

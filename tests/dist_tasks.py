@@ -148,7 +148,8 @@ def shm_regions(rank: int) -> dict:
     what is left in /dev/shm."""
     import gc
 
-    from mycollectives.transport.shm import SHM_DIR, ShmTransport
+    from mycollectives.transport.shm import ShmTransport
+    from mycollectives.transport.shm_regions import SHM_DIR
 
     t = ShmTransport(None, timeout=30, eager_bytes=64)
     shapes = [(n, dt) for n in (16, 1000, 1 << 16, 3 << 20, 5) for dt in (torch.float32, torch.int64)] * 2

@@ -116,6 +116,30 @@ def test_the_fit_recovers_a_machine_that_made_the_data(cond):
     assert features(pts[0], truth)[0] == 6  # ring on 4 ranks: 2(p-1) messages
 
 
+def test_the_books_held_out_fit_judges_only_the_sizes_it_did_not_see():
+    """``fit_held_out``: the recorded sweep's conditions and calibration in,
+    points back for every other size only, predicted by the fitted machine."""
+    from mycollectives.bench.model import fit_held_out
+
+    truth, cond = Machine(alpha=50e-6, beta=1e-9, gamma=0.5e-9), Conditions(duplex=False, cores=2)
+    pts = []
+    for alg in ("ring", "recursive_doubling", "reduce_broadcast"):
+        for k in range(16, 25):
+            r = _result(alg, 1 << k, 1.0, p=4)
+            r.time_us = predict_us(r, truth, cond)
+            r.times_us = [r.time_us]
+            pts.append(r)
+    meta = {
+        "cores": 2,
+        "max_message_bytes": None,
+        "calibration": {"alpha": 1e-5, "beta": 1e-9, "gamma": 1e-9},
+    }
+    fitted, held = fit_held_out(meta, pts)
+    assert sorted({q.size for q in held}) == [1 << k for k in range(17, 25, 2)]
+    assert fitted.alpha == pytest.approx(truth.alpha, rel=1e-3)
+    assert median_error(held) < 1e-6
+
+
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("transport,expected", [("auto", "shm"), ("group", "group")])
 def test_a_tiny_real_two_process_run(tmp_path, transport, expected):

@@ -246,6 +246,16 @@ def every_other_size(results: Sequence[Result]):
     return lambda r: order[r.size] % 2 == 0
 
 
+def fit_held_out(meta: dict, results: Sequence[Result], stat: str = "min") -> tuple[Machine, list[Point]]:
+    """The book's fit of a recorded sweep: from its ping-pong calibration,
+    under the conditions its ``meta`` records, on every other size; returns
+    the fitted machine and the predicted points of the sizes left out."""
+    cond = Conditions.from_meta(meta)
+    train = every_other_size(results)
+    fitted = fit_to_sweep(results, Machine(**meta["calibration"]), train=train, cond=cond, stat=stat)
+    return fitted, compare([r for r in results if not train(r)], fitted, cond=cond, stat=stat)
+
+
 def calibrate_group(group=None, device=None, max_bytes: int = 64 << 20) -> Machine:
     """Chapter 2's calibration on this group (call on every rank), ping-pong
     messages from 4 bytes up to ``max_bytes`` (at least 64 KiB)."""

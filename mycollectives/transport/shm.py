@@ -6,9 +6,10 @@ out, and a large message wakes the receiver many times on the way. This
 transport does what NCCL's SHM transport does within a node: the sender
 copies a message into a shared-memory region that the receiver maps, and
 only a small *token* (which region, where, how many bytes) travels through
-the process group, which also wakes the receiver. The receiver copies the
-bytes out and records that it has consumed them, so the sender may reuse
-the space.
+the process group, which also wakes the receiver. The receiver reads the
+bytes where they lie (or copies them out) and records that it has read
+them, so the sender may reuse the space. The files and that bookkeeping are
+in ``shm_regions.py``; this module is the protocol.
 
 * Messages under ``eager_bytes`` (and any message with a tag other than 0)
   go through the process group as they are: a token would cost as much.
@@ -32,152 +33,18 @@ Select it with ``MYCOLLECTIVES_TRANSPORT=shm`` (every rank), by passing
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import os
 import random
-import socket
 import weakref
 
 import torch
 
 from .base import Label, Message, TransportPeerError
+from .shm_regions import Inbox, Outbox, host_id, stem, unlink_all
 from .torch_dist import TorchDistTransport
 
-SHM_DIR = "/dev/shm"
 DEFAULT_EAGER_BYTES = 64 << 10
-MIN_REGION_BYTES = 4 << 20
-MAX_REGIONS = 4  # per peer, kept for reuse
-ALIGN = 64  # bytes: every message starts on a cache line (and any dtype's alignment)
 TOKEN = 7  # int64s: seq, generation, offset, nbytes, sender nonce, sender host, oldest live generation
-
-
-def host_id() -> int:
-    """This host, as a 62-bit number (machine and boot, so containers that
-    share a host name on different machines still differ)."""
-    boot = ""
-    with contextlib.suppress(OSError):
-        with open("/proc/sys/kernel/random/boot_id") as f:
-            boot = f.read().strip()
-    digest = hashlib.blake2b(f"{socket.gethostname()}/{boot}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") >> 2
-
-
-def _map(path: str, nbytes: int | None = None) -> torch.Tensor:
-    """A file of ``/dev/shm`` as a shared uint8 tensor: created with
-    ``nbytes`` if given, else opened at its current size."""
-    if nbytes is not None:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            os.ftruncate(fd, nbytes)
-        finally:
-            os.close(fd)
-    else:
-        nbytes = os.path.getsize(path)
-    return torch.from_file(path, shared=True, size=nbytes, dtype=torch.uint8)
-
-
-def _unlink(path: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
-
-
-def _unlink_all(paths: set) -> None:
-    for p in list(paths):
-        _unlink(p)
-    paths.clear()
-
-
-class _Region:
-    """One shared file a sender writes messages into, from offset 0 up."""
-
-    def __init__(self, path: str, gen: int, nbytes: int):
-        self.path, self.gen = path, gen
-        self.data = _map(path, nbytes)
-        self.head = 0  # the next free byte
-        self.first = self.last = 0  # seq of the first and last message placed here
-
-
-class _Outbox:
-    """A sender's side of one peer: its regions, and the peer's count of
-    messages consumed (in a small shared file that the peer writes)."""
-
-    def __init__(self, owner: ShmTransport, peer: int):
-        self.owner, self.peer = owner, peer
-        self.stem = owner.stem(owner.nonce, owner.rank, peer)
-        self.seq = 0
-        self.gens = 0
-        self.regions: list[_Region] = []
-        self.ctl_path = f"{self.stem}-ctl"
-        self.ctl = _map(self.ctl_path, 4096).view(torch.int64)
-        owner.paths.add(self.ctl_path)
-
-    def place(self, nbytes: int) -> tuple[_Region, int, int]:
-        """Where the next message of ``nbytes`` goes: (region, offset, seq).
-
-        The current region while it has room; else a region the peer has
-        read completely (its pages are already mapped: no page faults); else
-        a new one, sized for the message (at least ``MIN_REGION_BYTES``).
-        """
-        consumed = int(self.ctl[0])
-        self._unlink_mapped(consumed)
-        self.seq += 1
-        need = -(-nbytes // ALIGN) * ALIGN
-        cur = self.regions[-1] if self.regions else None
-        if cur is None or cur.head + need > cur.data.numel():
-            cur = next((r for r in self.regions if consumed >= r.last and r.data.numel() >= need), None)
-            if cur is not None:
-                self.regions.remove(cur)
-                cur.head = 0
-            else:
-                cur = _Region(f"{self.stem}-{self.gens}", self.gens, max(MIN_REGION_BYTES, need))
-                self.owner.paths.add(cur.path)
-                self.gens += 1
-                cur.first = self.seq
-            self.regions.append(cur)
-        offset, cur.head, cur.last = cur.head, cur.head + need, self.seq
-        extra = len(self.regions) - MAX_REGIONS  # beyond that, the oldest read regions go
-        for r in [r for r in self.regions[:-1] if consumed >= r.last][: max(0, extra)]:
-            self.regions.remove(r)
-        return cur, offset, self.seq
-
-    def _unlink_mapped(self, consumed: int) -> None:
-        """Unlink the files the peer has mapped (it has read from them): the
-        memory stays while either side maps it, and nothing is left behind."""
-        paths = self.owner.paths
-        if consumed >= 1 and self.ctl_path in paths:
-            _unlink(self.ctl_path)
-            paths.discard(self.ctl_path)
-        for r in self.regions:
-            if consumed >= r.first and r.path in paths:
-                _unlink(r.path)
-                paths.discard(r.path)
-
-
-class _Inbox:
-    """A receiver's side of one peer: the regions it has mapped and the
-    count of messages consumed, kept in order (a later message read first
-    does not count until the earlier ones are read too)."""
-
-    def __init__(self, nonce: int):
-        self.nonce = nonce  # the sender's transport: a new one starts counting afresh
-        self.maps: dict[int, torch.Tensor] = {}
-        self.ctl: torch.Tensor | None = None
-        self.next = 1
-        self.done: set[int] = set()
-
-    def consumed(self, seq: int, owner: ShmTransport, src: int) -> None:
-        """Message ``seq`` has been read: publish the count read in order
-        (after the read itself, so the sender never reuses bytes still read)."""
-        self.done.add(seq)
-        while self.next in self.done:
-            self.done.discard(self.next)
-            self.next += 1
-        if self.ctl is None:
-            path = f"{owner.stem(self.nonce, src, owner.rank)}-ctl"
-            self.ctl = _map(path).view(torch.int64)
-            _unlink(path)
-        self.ctl[0] = self.next - 1
 
 
 class ShmTransport:
@@ -190,7 +57,6 @@ class ShmTransport:
             raise ValueError("ShmTransport moves CPU tensors; under NCCL use the process group's transport")
         self.rank, self.world_size = self.inner.rank, self.inner.world_size
         self.timeout, self.device = self.inner.timeout, self.inner.device
-        self.backend = f"{self.inner.backend}+shm"
         self.batched = False
         self.max_message_bytes = None  # shared memory gains nothing from cutting messages
         env = os.environ.get("MYCOLLECTIVES_SHM_EAGER_BYTES", str(DEFAULT_EAGER_BYTES))
@@ -198,18 +64,14 @@ class ShmTransport:
         self.nonce = random.SystemRandom().getrandbits(62)
         self.host = host_id()
         self.paths: set[str] = set()
-        self._out: dict[int, _Outbox] = {}
-        self._in: dict[int, _Inbox] = {}
-        self._finalizer = weakref.finalize(self, _unlink_all, self.paths)
+        self._out: dict[int, Outbox] = {}
+        self._in: dict[int, Inbox] = {}
+        self._finalizer = weakref.finalize(self, unlink_all, self.paths)
 
     def close(self) -> None:
         """Unlink every file this end created and has not unlinked yet (done
         anyway when the transport is freed or the process exits normally)."""
         self._finalizer()
-
-    @staticmethod
-    def stem(nonce: int, src: int, dst: int) -> str:
-        return os.path.join(SHM_DIR, f"mycollectives-{nonce:x}-{src}-{dst}")
 
     def group_rank(self, rank: int) -> int:
         return self.inner.group_rank(rank)
@@ -224,13 +86,12 @@ class ShmTransport:
             return self.inner.isend(tensor, dst, tag, label)
         out = self._out.get(dst)
         if out is None:
-            out = self._out[dst] = _Outbox(self, dst)
+            out = self._out[dst] = Outbox(stem(self.nonce, self.rank, dst), self.paths)
         nbytes = tensor.numel() * tensor.element_size()
         region, offset, seq = out.place(nbytes)
         region.data[offset : offset + nbytes].view(tensor.dtype).view(tensor.shape).copy_(tensor)
-        oldest = min(r.gen for r in out.regions)  # the receiver may forget the mappings of older ones
         token = torch.tensor(
-            [seq, region.gen, offset, nbytes, self.nonce, self.host, oldest], dtype=torch.int64
+            [seq, region.gen, offset, nbytes, self.nonce, self.host, out.oldest()], dtype=torch.int64
         )
         work = self.inner.isend(token, dst, 0, label)
         work.token = token  # alive until the send completes
@@ -247,11 +108,9 @@ class ShmTransport:
         send_works = [self.isend(m.tensor, m.peer, 0, label) for m in sends]
         return send_works, recv_works
 
-    def locate(
-        self, src: int, token: torch.Tensor, like: torch.Tensor
-    ) -> tuple[torch.Tensor, _Inbox, int, int]:
+    def locate(self, src: int, token: torch.Tensor, like: torch.Tensor) -> tuple[torch.Tensor, Inbox, int]:
         """Where the message a token announces lies: a view of shared memory
-        shaped like ``like``, and what :meth:`_Inbox.consumed` needs."""
+        shaped like ``like``, its sender's inbox and its seq."""
         seq, gen, offset, nbytes, nonce, host, oldest = token.tolist()
         if host != self.host:
             raise TransportPeerError(
@@ -261,19 +120,12 @@ class ShmTransport:
         if nbytes != want:
             raise TransportPeerError(f"rank {src} sent {nbytes} bytes where {want} were expected")
         inbox = self._in.get(src)
-        if inbox is None or inbox.nonce != nonce:
-            inbox = self._in[src] = _Inbox(nonce)
-        region = inbox.maps.get(gen)
-        if region is None:
-            path = f"{self.stem(nonce, src, self.rank)}-{gen}"
-            try:
-                region = _map(path)
-            except OSError as e:
-                raise TransportPeerError(f"cannot map rank {src}'s shared memory {path}: {e}") from e
-            _unlink(path)  # both ends map it now: a crash from here on leaves nothing in /dev/shm
-            inbox.maps[gen] = region
-        for old in [g for g in inbox.maps if g < oldest]:  # regions the sender has dropped
-            del inbox.maps[old]
+        if inbox is None or inbox.nonce != nonce:  # a new sender transport: count afresh
+            inbox = self._in[src] = Inbox(nonce, stem(nonce, src, self.rank))
+        try:
+            region = inbox.region(gen, oldest)
+        except OSError as e:
+            raise TransportPeerError(f"cannot map rank {src}'s shared memory {inbox.stem}-{gen}: {e}") from e
         return region[offset : offset + nbytes].view(like.dtype).view(like.shape), inbox, seq
 
 
@@ -303,7 +155,7 @@ class _ShmRecv:
     def release(self) -> None:
         if self._held is not None and not self.done:
             _, inbox, seq = self._held
-            inbox.consumed(seq, self.transport, self.src)
+            inbox.consumed(seq)
             self.done = True
 
     def wait(self, timeout: float | None = None) -> bool:
