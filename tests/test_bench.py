@@ -9,13 +9,22 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from mycollectives.bench import busbw_factor, parse_size, sizes
 from mycollectives.bench.cli import algorithm_list, parser
 from mycollectives.bench.factors import bandwidths, count_for
-from mycollectives.bench.model import Conditions, compare, features, fit_to_sweep, median_error, predict_us
-from mycollectives.bench.report import header, parse_table, row, time_str
+from mycollectives.bench.model import (
+    Conditions,
+    compare,
+    features,
+    fit_to_sweep,
+    measured_us,
+    median_error,
+    predict_us,
+)
+from mycollectives.bench.report import header, parse_table, row, time_str, write_json
 from mycollectives.bench.runner import Result
 from mycollectives.cost import Machine
 
@@ -127,7 +136,7 @@ def test_the_books_held_out_fit_judges_only_the_sizes_it_did_not_see():
         for k in range(16, 25):
             r = _result(alg, 1 << k, 1.0, p=4)
             r.time_us = predict_us(r, truth, cond)
-            r.times_us = [r.time_us]
+            r.calls_us = [r.time_us] * 4  # what the book's fit reads (the quiet calls)
             pts.append(r)
     meta = {
         "cores": 2,
@@ -161,6 +170,29 @@ def test_a_tiny_real_two_process_run(tmp_path, transport, expected):
     assert data["machine"]["backend"] == "gloo" and data["machine"]["world_size"] == 2
     assert data["machine"]["transport"] == expected
     assert {r["algorithm"] for r in data["results"]} == {"ring", "auto", "native"}
+
+
+@pytest.mark.timeout(180)
+def test_a_calibrated_run_times_single_calls_and_prints_the_model(tmp_path):
+    """``--calibrate 1``: ping-pong first, every call timed on its own (the
+    slowest rank's), and predicted against measured printed at the end."""
+    out = tmp_path / "r.json"
+    cmd = [sys.executable, "-m", "mycollectives.bench", "--nprocs", "2", "-b", "64K", "-e", "256K", "-f", "2",
+           "-n", "3", "-w", "1", "--reps", "2", "--algorithm", "ring,recursive_doubling,native",
+           "--progress", "0", "--calibrate", "1", "--json", str(out)]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=170)
+    assert done.returncode == 0, done.stderr[-2000:]
+    meta, results = json.loads(out.read_text()).values()
+    assert set(meta["calibration"]) == {"alpha", "beta", "gamma"}
+    for r in results:
+        assert len(r["calls_us"]) == 3 * 2 and min(r["calls_us"]) > 0
+        for rep, t in enumerate(r["times_us"]):  # a repetition's time: the slowest rank's mean call
+            assert np.mean(r["calls_us"][3 * rep : 3 * rep + 3]) >= t - 0.1
+    assert "# model: all_reduce, 2 ranks" in done.stdout
+    assert "# median relative error:" in done.stdout
+    rows = [ln.split() for ln in done.stdout.splitlines() if ln.startswith("  ") and "%" in ln]
+    assert {(int(r[0]), r[1]) for r in rows} == {(n, a) for n in (65536, 131072, 262144)
+                                                 for a in ("ring", "recursive_doubling")}  # fmt: skip
 
 
 @pytest.mark.timeout(180)
@@ -212,6 +244,93 @@ def test_shared_cores_charge_a_round_its_total_work():
     # a binomial tree's last reduce round has two busy ranks of four: the cores keep up
     t = _result("reduce_broadcast", 1 << 20, 1.0, p=4)
     assert predict_us(t, m, Conditions(duplex=False, cores=2)) < 2 * predict_us(t, m, loopback)
+
+
+def test_the_quiet_time_is_the_lower_quartile_of_single_calls():
+    """The model's measured time: neither the repetitions' median nor their
+    minimum, but the lower quartile of single calls, which calls delayed a
+    whole scheduler tick (the four slow ones here) do not reach."""
+    r = _result("ring", 1 << 20, 100.0, p=2)
+    r.times_us = [100.0, 90.0, 3000.0]
+    r.calls_us = [4000.0, 40.0, 4100.0, 50.0, 60.0, 4200.0, 70.0, 4300.0, 80.0]
+    assert measured_us(r) == 100.0 and measured_us(r, "min") == 90.0
+    assert measured_us(r, "quiet") == 60.0
+    r.calls_us = []
+    with pytest.raises(ValueError, match="no single-call times"):
+        measured_us(r, "quiet")
+    with pytest.raises(ValueError, match="stat: expected"):
+        measured_us(r, "mean")
+
+
+def test_on_a_cpu_a_rank_pays_for_its_sends_and_its_receives():
+    """``duplex=False`` adds messages up as it adds bytes (LogP's overhead at
+    both ends): recursive doubling's exchange costs each rank two, while
+    the binomial reduce and broadcast cost their busiest rank one a round."""
+    m = Machine(alpha=1.0, beta=0.0, gamma=0.0)
+    cpu = Conditions(duplex=False)
+    rd = _result("recursive_doubling", 1 << 20, 1.0, p=2)
+    rb = _result("reduce_broadcast", 1 << 20, 1.0, p=2)
+    assert features(rd, m)[0] == 1 and features(rd, m, cpu)[0] == 2
+    assert features(rb, m)[0] == features(rb, m, cpu)[0] == 2
+    assert features(rd, m, cpu)[1] == 2 * features(rd, m)[1]  # bytes: sent plus received
+
+
+def test_a_transport_with_two_paths_charges_each_its_own_alpha():
+    """``eager_bytes``: messages of that size and up (shared memory's token
+    path) are counted apart; the fit recovers both alphas from data the
+    two-path model made, and a shared-memory sweep's meta asks for it."""
+    from mycollectives.bench.charge import TwoPaths
+
+    cond = Conditions(duplex=False, cores=2, eager_bytes=64 << 10)
+    counts = features(_result("ring", 1 << 20, 1.0, p=4), Machine(), cond)  # 256 KiB per step: all large
+    assert list(counts[:2]) == [0, 6 * 2 * 4 / 2]  # 6 rounds, a send and a receive per rank, over 2 cores
+    small = features(_result("ring", 128 << 10, 1.0, p=4), Machine(), cond)  # 32 KiB per step: all small
+    assert list(small[:2]) == [6 * 2 * 4 / 2, 0]
+    truth = TwoPaths(alpha=40e-6, alpha_large=90e-6, beta=1e-9, gamma=0.5e-9)
+    pts = []
+    for alg in ("ring", "recursive_doubling", "reduce_broadcast", "direct"):
+        for k in range(16, 25):
+            r = _result(alg, 1 << k, 1.0, p=4)
+            r.time_us = predict_us(r, truth, cond)
+            pts.append(r)
+    fitted = fit_to_sweep(pts, Machine(1e-5, 1e-9, 1e-9), cond=cond)
+    assert isinstance(fitted, TwoPaths)
+    assert fitted.alpha == pytest.approx(truth.alpha, rel=1e-3)
+    assert fitted.alpha_large == pytest.approx(truth.alpha_large, rel=1e-3)
+    assert median_error(compare(pts, fitted, cond=cond)) < 1e-6
+    assert Conditions.from_meta({"cores": 2, "transport": "shm", "eager_bytes": 4096}).eager_bytes == 4096
+    assert Conditions.from_meta({"cores": 2, "transport": "shm"}).eager_bytes == 64 << 10  # the default
+    assert Conditions.from_meta({"cores": 2, "transport": "group"}).eager_bytes is None
+
+
+def test_predicted_reports_every_point_and_the_held_out_error(tmp_path, capsys):
+    """``python -m mycollectives.bench.predicted``: on a sweep that the model
+    itself made, the fit finds its machine and every point is exact."""
+    from mycollectives.bench.predicted import main
+
+    truth, cond = Machine(alpha=50e-6, beta=1e-9, gamma=0.5e-9), Conditions(duplex=False, cores=2)
+    results = []
+    for alg in ("ring", "recursive_doubling", "reduce_broadcast", "native"):
+        for k in range(14, 25):
+            r = _result(alg, 1 << k, 1.0, p=4)
+            r.time_us = 1.0 if alg == "native" else predict_us(r, truth, cond)
+            r.calls_us = [r.time_us] * 4
+            results.append(r)
+    meta = {"cores": 2, "max_message_bytes": None, "transport": "group",
+            "calibration": {"alpha": 1e-5, "beta": 1e-9, "gamma": 1e-9}}  # fmt: skip
+    write_json(str(tmp_path / "sweep.json"), results, meta)
+    main([str(tmp_path / "sweep.json")])
+    out = capsys.readouterr().out
+    assert "alpha 50.0 us, beta 1.0000 ns/B, gamma 0.5000 ns/B" in out
+    rows = [ln.split() for ln in out.splitlines() if not ln.startswith("#")]
+    assert len(rows) == 3 * 9 and {int(r[0]) for r in rows} == {1 << k for k in range(16, 25)}
+    assert all(r[4] == "0.0%" for r in rows)
+    # held out: the sizes at odd positions of the sweep (2^15 ... 2^23), from 64 KiB up
+    assert "median relative error: 0.0 % on the 12 points" in out
+    del meta["calibration"]
+    write_json(str(tmp_path / "bare.json"), results, meta)
+    with pytest.raises(SystemExit, match="--calibrate 1"):
+        main([str(tmp_path / "bare.json")])
 
 
 def test_messages_cut_at_the_transports_cap_each_cost_alpha():

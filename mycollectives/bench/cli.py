@@ -68,7 +68,13 @@ def parser() -> argparse.ArgumentParser:
     a("--csv", help="write the results as CSV here (rank 0)")
     a("--json", help="write the results and the machine as JSON here (rank 0)")
     a("--plot", help="draw busbw against size, one line per algorithm, into this image (rank 0)")
-    a("--calibrate", type=int, default=0, help="1: fit alpha, beta, gamma by ping-pong first (into the JSON)")
+    a(
+        "--calibrate",
+        type=int,
+        default=0,
+        help="1: calibrate alpha, beta, gamma by ping-pong first (into the JSON), and after the sweep "
+        "fit them to it and print predicted against measured (mycollectives.bench.predicted)",
+    )
     a("--progress", type=int, default=1, help="progress bar on stderr (default 1)")
     return p
 
@@ -123,8 +129,10 @@ def bench(args) -> list:
     say = print if rank == 0 else (lambda *a, **k: None)
     meta = report.machine(dist.get_backend(), p)
     meta["transport"] = os.environ[TRANSPORT_ENV] = transport_kind(args, device)
-    # the transport's cap on one message (gloo): the cost model counts the cut
+    # the transport's cap on one message (gloo), and the size from which it
+    # sends a message another way (shared memory): the cost model counts both
     meta["max_message_bytes"] = transport_for().max_message_bytes
+    meta["eager_bytes"] = getattr(transport_for(), "eager_bytes", None)
     say(f"# mycollectives.bench {args.collective}: nranks {p} backend {meta['backend']} "
         f"transport {meta['transport']} device {device} "
         f"minBytes {sweep[0]} maxBytes {sweep[-1]} warmup iters: {args.warmup_iters} iters: {args.iters} "
@@ -146,6 +154,8 @@ def bench(args) -> list:
         on_size=lambda rows: say(report.row(rows, algs), flush=True),
     )  # fmt: skip
     say(report.footer(results, algs))
+    if args.calibrate and rank == 0:
+        say(_model_report(meta, results), flush=True)
     if rank == 0:
         meta["loadavg_after"] = list(os.getloadavg())
         meta["command"] = " ".join(["python -m mycollectives.bench", *sys.argv[1:]])
@@ -158,6 +168,15 @@ def bench(args) -> list:
 
             plot_busbw(results, args.plot, title=f"{args.collective}, {p} ranks, {meta['backend']}")
     return results
+
+
+def _model_report(meta: dict, results: list) -> str:
+    from .predicted import report as model_report
+
+    try:
+        return model_report(meta, results)
+    except ValueError as e:  # too few sizes of 64 KiB and up to fit on some and judge the rest
+        return f"# model: not fitted ({e}; it needs sizes of 64 KiB and up, at least two)"
 
 
 def _free_port() -> int:

@@ -1,6 +1,8 @@
 """The alpha-beta-gamma model next to the measurement (chapter 3's model, tested).
 
-Two ways to get the model's parameters on the group that ran the sweep:
+What the model charges a schedule is in :mod:`~mycollectives.bench.charge`;
+this module holds the measured side and the fit. Two ways to get the model's
+parameters on the group that ran the sweep:
 
 * :func:`calibrate_group`: ranks 0 and 1 ping-pong (``mycollectives.cost.calibrate``)
   and time a local add, the way chapter 2 does it: nothing about the
@@ -11,6 +13,8 @@ Two ways to get the model's parameters on the group that ran the sweep:
 
 :func:`compare` predicts every (algorithm, size) point of a sweep and gives
 the relative error; its median is the number the book reports.
+``python -m mycollectives.bench.predicted SWEEP.json`` prints it all for a
+recorded sweep.
 """
 
 from __future__ import annotations
@@ -21,12 +25,16 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .. import auto
-from ..algorithms import build
-from ..cost import Machine, counted_cost, round_load, spec_for
+from ..cost import Machine
 from .cases import NATIVE
-from .factors import DTYPES
+from .charge import TEXTBOOK, Conditions, TwoPaths, features, machine_of, params, predict_us, schedule_of
 from .runner import Result
+
+__all__ = [  # what the model counts comes from .charge; the fit and the measurement are here
+    "Conditions", "TEXTBOOK", "TwoPaths", "features", "predict_us", "schedule_of", "Point", "QUIET",
+    "measured_us", "modelled", "compare", "median_error", "fit_to_sweep", "every_other_size",
+    "fit_held_out", "calibrate_group",
+]  # fmt: skip
 
 
 @dataclass
@@ -48,126 +56,32 @@ class Point:
         return {**asdict(self), "rel_error": self.rel_error}
 
 
-def schedule_of(r: Result, machine: Machine | None = None):
-    """The schedule a result ran (``auto`` resolved as the API resolves it)."""
-    item = _itemsize(r.type)
-    nbytes = _block_bytes(r)
-    name = auto.choose(r.collective, r.world_size, nbytes) if r.algorithm == "auto" else r.algorithm
-    spec = spec_for(r.collective, r.world_size, nbytes, item)
-    if name in ("chain", "double_binary_tree"):  # the API's default segment
-        from ..api.core import DEFAULT_SEGMENT_BYTES
-
-        spec = spec_for(r.collective, r.world_size, nbytes, item, segment=DEFAULT_SEGMENT_BYTES // item)
-    return build(spec, name)
-
-
-def _itemsize(type_name: str) -> int:
-    import torch
-
-    return torch.empty(0, dtype=DTYPES.get(type_name, torch.float32)).element_size()
-
-
-def _block_bytes(r: Result) -> int:
-    """The bytes :func:`spec_for` expects: one rank's block where the collective splits."""
-    if r.collective in ("all_gather", "reduce_scatter", "scatter", "gather"):
-        return r.size // r.world_size
-    return r.size
-
-
-def _loads(rnd, p: int, item: int, duplex: bool, segment_bytes: int | None = None) -> np.ndarray:
-    """Per rank ``(messages, bytes, reduced bytes)`` of one round; bytes are
-    ``max(sent, received)`` on a full-duplex link, their sum otherwise.
-
-    ``segment_bytes``: the transport's cap on one message (gloo's
-    ``max_message_bytes``): a reduced transfer longer than that travels as
-    several messages, and each costs its ``alpha``.
-    """
-    if duplex and not segment_bytes:
-        load = round_load(rnd, p, item)
-        return np.stack([load.messages, load.nbytes, load.reduced], axis=1)
-    remote = rnd.src != rnd.dst
-    src, dst, nb = rnd.src[remote], rnd.dst[remote], rnd.count[remote] * item
-    key = src * p + dst
-    pair, inv = np.unique(key, return_inverse=True)
-    pair_bytes = np.bincount(inv, weights=nb, minlength=len(pair))
-    pair_reduces = np.bincount(inv, weights=rnd.reduce[remote], minlength=len(pair)) > 0
-    per_pair = np.ones(len(pair))
-    if segment_bytes:
-        cut = pair_reduces & (pair_bytes > segment_bytes)
-        per_pair[cut] = np.ceil(pair_bytes[cut] / segment_bytes)
-    msgs = np.maximum(
-        np.bincount(pair // p, weights=per_pair, minlength=p),
-        np.bincount(pair % p, weights=per_pair, minlength=p),
-    )
-    sent = np.bincount(src, weights=nb, minlength=p)
-    recv = np.bincount(dst, weights=nb, minlength=p)
-    moved = np.maximum(sent, recv) if duplex else sent + recv
-    red = np.bincount(dst, weights=nb * rnd.reduce[remote], minlength=p)
-    return np.stack([msgs, moved, red], axis=1)
-
-
-@dataclass(frozen=True)
-class Conditions:
-    """How the model charges a round, beyond alpha, beta and gamma.
-
-    The defaults are chapter 3's textbook model (:func:`counted_cost`): full
-    duplex links, a core per rank, messages never cut.
-
-    * ``duplex=False`` charges a rank for the bytes it sends *and* receives:
-      on CPUs over loopback TCP both directions cost the same cores' memory
-      copies, so a link is not full duplex there.
-    * ``cores``: when the ranks share fewer cores than there are ranks (local
-      gloo processes on a small machine), a round also lasts at least its
-      total work divided by the cores, since every byte is copied by one of
-      them; the round is charged the larger of the two.
-    * ``segment_bytes``: the transport's cap on one message (gloo's
-      ``max_message_bytes``); each cut segment costs its own alpha.
-    """
-
-    duplex: bool = True
-    cores: int | None = None
-    segment_bytes: int | None = None
-
-    @classmethod
-    def from_meta(cls, meta: dict) -> Conditions:
-        """Local gloo processes as a recorded sweep's ``meta`` describes them:
-        no full duplex, the machine's cores, the message cap it ran with."""
-        return cls(duplex=False, cores=meta.get("cores"), segment_bytes=meta.get("max_message_bytes"))
-
-
-TEXTBOOK = Conditions()
-
-
-def features(r: Result, machine: Machine, cond: Conditions = TEXTBOOK) -> np.ndarray:
-    """``(messages, bytes, reduced bytes)`` summed over rounds, each round
-    counted at its busiest rank under ``machine`` (as :func:`counted_cost`
-    does), or at the shared cores (see :class:`Conditions`)."""
-    s = schedule_of(r)
-    item = _itemsize(r.type)
-    total = np.zeros(3)
-    weights = np.array([machine.alpha, machine.beta, machine.gamma])
-    shared = cond.cores is not None and cond.cores < s.world_size
-    for rnd in s.rounds:
-        f = _loads(rnd, s.world_size, item, cond.duplex, cond.segment_bytes)
-        if shared:
-            f = np.vstack([f, f.sum(axis=0) / cond.cores])
-        total += f[int(np.argmax(f @ weights))]
-    return total
-
-
-def predict_us(r: Result, machine: Machine, cond: Conditions = TEXTBOOK) -> float:
-    """The model's time of the schedule behind ``r``, in microseconds (under
-    the textbook conditions, chapter 3's :func:`~mycollectives.cost.counted_cost`)."""
-    if cond == TEXTBOOK:
-        return counted_cost(schedule_of(r), machine, _itemsize(r.type)) * 1e6
-    f = features(r, machine, cond)
-    return float(f @ [machine.alpha, machine.beta, machine.gamma]) * 1e6
+QUIET = 0.25  # the quantile of single calls that "quiet" reads
 
 
 def measured_us(r: Result, stat: str = "median") -> float:
-    """A point's measured time: the median over repetitions, or ``"min"``, the
-    least disturbed repetition (what a model of an idle machine predicts)."""
-    return min(r.times_us) if stat == "min" and r.times_us else r.time_us
+    """A point's measured time.
+
+    * ``"median"``: the median over repetitions, the bench's table;
+    * ``"min"``: the least disturbed repetition;
+    * ``"quiet"``: the lower quartile of single calls (``Result.calls_us``).
+      The model describes a call that the operating system leaves alone;
+      on a machine with more threads than cores, some calls wait a whole
+      scheduler tick for a core, and a repetition's mean carries every such
+      wait of its calls, while the quietest quarter of the calls does not.
+    """
+    if stat == "quiet":
+        if not r.calls_us:
+            raise ValueError(
+                f"{r.collective}/{r.algorithm} at {r.size} B has no single-call times (calls_us): "
+                "record it with this version of the bench, or use stat='min'"
+            )
+        return float(np.quantile(r.calls_us, QUIET))
+    if stat == "min":
+        return min(r.times_us) if r.times_us else r.time_us
+    if stat != "median":
+        raise ValueError(f"stat: expected 'median', 'min' or 'quiet', got {stat!r}")
+    return r.time_us
 
 
 def modelled(results: Sequence[Result], min_bytes: int = 64 << 10) -> list[Result]:
@@ -211,9 +125,11 @@ def fit_to_sweep(
     """Least-squares alpha, beta, gamma from the collectives' own times.
 
     Each point says ``time = alpha m + beta b + gamma g`` with ``(m, b, g)``
-    from :func:`features`; points are weighted by ``1/time`` (relative error
-    counts), and a parameter that comes out negative is dropped and the rest
-    refitted. ``train(result) -> bool`` picks the points fitted on.
+    from :func:`features` (and a second alpha for large messages under an
+    ``eager_bytes`` limit, :class:`TwoPaths`); points are weighted by
+    ``1/time`` (relative error counts), and a parameter that comes out
+    negative is dropped and the rest refitted. ``train(result) -> bool``
+    picks the points fitted on.
     """
     pts = [r for r in modelled(results, min_bytes) if train is None or train(r)]
     if not pts:
@@ -223,17 +139,18 @@ def fit_to_sweep(
     machine = start
     # which rank (or the shared cores) binds each round depends on the
     # parameters: refit until the choice settles
+    k = len(params(start, cond))
     for _ in range(5):
         x = np.array([features(r, machine, cond) for r in pts])
-        keep = [0, 1, 2]
+        keep = list(range(k))
         while True:
             coef, *_ = np.linalg.lstsq(x[:, keep] * w[:, None], t * w, rcond=None)
             if (coef >= 0).all() or len(keep) == 1:
                 break
             keep.pop(int(np.argmin(coef)))
-        full = np.zeros(3)
+        full = np.zeros(k)
         full[keep] = np.maximum(coef, 0.0)
-        fitted = Machine(alpha=float(full[0]), beta=float(full[1]), gamma=float(full[2]))
+        fitted = machine_of(full, cond)
         if fitted == machine:
             break
         machine = fitted
@@ -246,7 +163,7 @@ def every_other_size(results: Sequence[Result]):
     return lambda r: order[r.size] % 2 == 0
 
 
-def fit_held_out(meta: dict, results: Sequence[Result], stat: str = "min") -> tuple[Machine, list[Point]]:
+def fit_held_out(meta: dict, results: Sequence[Result], stat: str = "quiet") -> tuple[Machine, list[Point]]:
     """The book's fit of a recorded sweep: from its ping-pong calibration,
     under the conditions its ``meta`` records, on every other size; returns
     the fitted machine and the predicted points of the sizes left out."""

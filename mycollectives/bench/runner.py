@@ -7,6 +7,13 @@ repetitions. Interleaving keeps the ratio between two algorithms honest on a
 machine whose load drifts: each repetition sees them under the same load.
 Like nccl-tests, a rank's time is that of its slowest peer (the ranks agree
 on the maximum).
+
+Each call is also timed on its own (``Result.calls_us``: host clocks on a
+CPU, CUDA events on a GPU, so NCCL's calls stay asynchronous). A repetition's
+mean carries every delay the operating system adds to any of its calls (on
+a small machine a woken thread can wait a whole scheduler tick, milliseconds,
+for a core); the calls that no such delay hit are what a model of the
+schedule alone can predict (:mod:`mycollectives.bench.model`).
 """
 
 from __future__ import annotations
@@ -39,7 +46,8 @@ class Result:
     algbw: float  # GB/s
     busbw: float  # GB/s
     wrong: int | None  # None: not checked
-    times_us: list[float] = field(default_factory=list)
+    times_us: list[float] = field(default_factory=list)  # per repetition: the mean call
+    calls_us: list[float] = field(default_factory=list)  # every timed call, slowest rank
 
     def asdict(self) -> dict:
         return asdict(self)
@@ -82,14 +90,23 @@ def _barrier(device, group) -> None:
     _sync(device)
 
 
-def time_calls(case: Case, algorithm: str, iters: int) -> float:
-    """Seconds per call of ``iters`` back-to-back calls on this rank."""
+def time_calls(case: Case, algorithm: str, iters: int) -> list[float]:
+    """Seconds of each of ``iters`` back-to-back calls on this rank; their sum
+    is the loop's time (on a GPU, CUDA events between calls: no host sync)."""
     _barrier(case.device, case.group)
-    t0 = time.perf_counter()
+    if case.device.type == "cuda":
+        marks = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
+        marks[0].record()
+        for m in marks[1:]:
+            case.call(algorithm)
+            m.record()
+        _sync(case.device)
+        return [a.elapsed_time(b) * 1e-3 for a, b in zip(marks, marks[1:])]
+    stamps = [time.perf_counter()]
     for _ in range(iters):
         case.call(algorithm)
-    _sync(case.device)
-    return (time.perf_counter() - t0) / iters
+        stamps.append(time.perf_counter())
+    return [b - a for a, b in zip(stamps, stamps[1:])]
 
 
 def run_size(
@@ -107,11 +124,16 @@ def run_size(
             case.call(a)
     _sync(case.device)
     samples: dict[str, list[float]] = {a: [] for a in algs}
+    calls: dict[str, list[float]] = {a: [] for a in algs}
     for rep in range(reps):
         order = algs[rep % len(algs) :] + algs[: rep % len(algs)]
         got = [time_calls(case, a, iters) for a in order]
-        for a, t in zip(order, _agree_max(got, case.device, case.group)):
-            samples[a].append(t * 1e6)
+        means = [sum(ts) / len(ts) for ts in got]
+        agreed = _agree_max(means + [t for ts in got for t in ts], case.device, case.group)
+        for i, a in enumerate(order):
+            samples[a].append(agreed[i] * 1e6)
+            first = len(order) + i * iters
+            calls[a] += [round(t * 1e6, 1) for t in agreed[first : first + iters]]
         progress.step(f"{case.collective} {case.bytes}B")
     out = []
     for a in algorithms:
@@ -123,7 +145,7 @@ def run_size(
         redop = case.redop if case.collective in ("all_reduce", "reduce", "reduce_scatter") else "none"
         out.append(
             Result(case.collective, a, case.bytes, case.count, TYPE_NAMES.get(case.dtype, str(case.dtype)),
-                   redop, root, case.p, med, algbw, busbw, wrong.get(a), samples[a])
+                   redop, root, case.p, med, algbw, busbw, wrong.get(a), samples[a], calls[a])
         )  # fmt: skip
     return out
 

@@ -1,0 +1,192 @@
+"""What the model charges the schedule behind a measured point.
+
+Chapter 3's model (:func:`~mycollectives.cost.counted_cost`) charges each
+round at its busiest rank: ``alpha`` per message, ``beta`` per byte,
+``gamma`` per reduced byte, on full-duplex links with a core per rank.
+:class:`Conditions` says how a real group differs from that (CPU ranks that
+do both directions' work, fewer cores than ranks, a transport that cuts
+messages or has two ways of sending them), and :func:`features` counts a
+point's ``(messages, bytes, reduced bytes)`` under them, so that the time is
+their dot product with the machine's parameters (:func:`params`); the fit in
+:mod:`mycollectives.bench.model` solves for those parameters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import auto
+from ..algorithms import build
+from ..cost import Machine, counted_cost, round_load, spec_for
+from .factors import DTYPES
+from .runner import Result
+
+
+@dataclass(frozen=True)
+class TwoPaths(Machine):
+    """A machine whose transport sends a message one of two ways (see
+    :attr:`Conditions.eager_bytes`): ``alpha`` is the fixed cost of a small
+    message, ``alpha_large`` that of a message of ``eager_bytes`` or more."""
+
+    alpha_large: float = 0.0
+
+
+@dataclass(frozen=True)
+class Conditions:
+    """How the model charges a round, beyond alpha, beta and gamma.
+
+    The defaults are chapter 3's textbook model (:func:`counted_cost`): full
+    duplex links, a core per rank, messages never cut, one way to send.
+
+    * ``duplex=False`` charges a rank for what it sends *and* what it
+      receives, messages and bytes alike: on CPUs both directions are work of
+      the same cores (memory copies, and for every message a post, a wait
+      and a wake-up), so nothing overlaps. For messages this is LogP's
+      overhead ``o``, paid by the sender and again by the receiver
+      (``culler1993logp``).
+    * ``cores``: when the ranks share fewer cores than there are ranks (local
+      gloo processes on a small machine), a round also lasts at least its
+      total work divided by the cores, since every byte is copied by one of
+      them; the round is charged the larger of the two.
+    * ``segment_bytes``: the transport's cap on one message (gloo's
+      ``max_message_bytes``); each cut segment costs its own alpha.
+    * ``eager_bytes``: the transport sends a message of this many bytes or
+      more another way, with a fixed cost of its own (the shared-memory
+      transport: a token through the process group, then the bytes through
+      ``/dev/shm``; smaller messages go through the group whole). Such
+      messages are counted apart and charged :attr:`TwoPaths.alpha_large`,
+      as NCCL's tuner gives each of its protocols a latency of its own.
+    """
+
+    duplex: bool = True
+    cores: int | None = None
+    segment_bytes: int | None = None
+    eager_bytes: int | None = None
+
+    @classmethod
+    def from_meta(cls, meta: dict) -> Conditions:
+        """Local processes as a recorded sweep's ``meta`` describes them: no
+        full duplex, the machine's cores, the transport's message cap and
+        its eager limit (shared memory)."""
+        eager = meta.get("eager_bytes")
+        if eager is None and meta.get("transport") == "shm":
+            from ..transport.shm import DEFAULT_EAGER_BYTES
+
+            eager = DEFAULT_EAGER_BYTES  # recorded before the bench wrote it down: the default
+        return cls(
+            duplex=False,
+            cores=meta.get("cores"),
+            segment_bytes=meta.get("max_message_bytes"),
+            eager_bytes=eager,
+        )
+
+
+TEXTBOOK = Conditions()
+
+
+def params(machine: Machine, cond: Conditions = TEXTBOOK) -> np.ndarray:
+    """The machine's parameters in the order of :func:`features`' counts."""
+    if cond.eager_bytes is None:
+        return np.array([machine.alpha, machine.beta, machine.gamma])
+    large = machine.alpha_large if isinstance(machine, TwoPaths) else machine.alpha
+    return np.array([machine.alpha, large, machine.beta, machine.gamma])
+
+
+def machine_of(values, cond: Conditions = TEXTBOOK) -> Machine:
+    """The inverse of :func:`params`."""
+    v = [float(x) for x in values]
+    if cond.eager_bytes is None:
+        return Machine(alpha=v[0], beta=v[1], gamma=v[2])
+    return TwoPaths(alpha=v[0], alpha_large=v[1], beta=v[2], gamma=v[3])
+
+
+def schedule_of(r: Result, machine: Machine | None = None):
+    """The schedule a result ran (``auto`` resolved as the API resolves it)."""
+    item = _itemsize(r.type)
+    nbytes = _block_bytes(r)
+    name = auto.choose(r.collective, r.world_size, nbytes) if r.algorithm == "auto" else r.algorithm
+    spec = spec_for(r.collective, r.world_size, nbytes, item)
+    if name in ("chain", "double_binary_tree"):  # the API's default segment
+        from ..api.core import DEFAULT_SEGMENT_BYTES
+
+        spec = spec_for(r.collective, r.world_size, nbytes, item, segment=DEFAULT_SEGMENT_BYTES // item)
+    return build(spec, name)
+
+
+def _itemsize(type_name: str) -> int:
+    import torch
+
+    return torch.empty(0, dtype=DTYPES.get(type_name, torch.float32)).element_size()
+
+
+def _block_bytes(r: Result) -> int:
+    """The bytes :func:`spec_for` expects: one rank's block where the collective splits."""
+    if r.collective in ("all_gather", "reduce_scatter", "scatter", "gather"):
+        return r.size // r.world_size
+    return r.size
+
+
+def _loads(rnd, p: int, item: int, cond: Conditions) -> np.ndarray:
+    """Per rank counts of one round: ``(messages, bytes, reduced bytes)``, or
+    ``(small messages, large messages, bytes, reduced bytes)`` under an
+    ``eager_bytes`` limit. On a full-duplex link a rank's sends and receives
+    overlap, so the larger side counts; otherwise both sides are summed.
+
+    A reduced transfer longer than ``segment_bytes`` travels as several
+    messages, each costing its ``alpha``.
+    """
+    if cond.duplex and not cond.segment_bytes and cond.eager_bytes is None:
+        load = round_load(rnd, p, item)
+        return np.stack([load.messages, load.nbytes, load.reduced], axis=1)
+    remote = rnd.src != rnd.dst
+    src, dst, nb = rnd.src[remote], rnd.dst[remote], rnd.count[remote] * item
+    pair, inv = np.unique(src * p + dst, return_inverse=True)
+    pair_bytes = np.bincount(inv, weights=nb, minlength=len(pair))
+    pair_reduces = np.bincount(inv, weights=rnd.reduce[remote], minlength=len(pair)) > 0
+    per_pair = np.ones(len(pair))
+    if cond.segment_bytes:
+        cut = pair_reduces & (pair_bytes > cond.segment_bytes)
+        per_pair[cut] = np.ceil(pair_bytes[cut] / cond.segment_bytes)
+    both = np.maximum if cond.duplex else np.add
+
+    def count(weights):  # at the sender and at the receiver
+        return both(
+            np.bincount(pair // p, weights=weights, minlength=p),
+            np.bincount(pair % p, weights=weights, minlength=p),
+        )
+
+    if cond.eager_bytes is None:
+        msgs = [count(per_pair)]
+    else:
+        large = pair_bytes / per_pair >= cond.eager_bytes
+        msgs = [count(per_pair * ~large), count(per_pair * large)]
+    moved = both(np.bincount(src, weights=nb, minlength=p), np.bincount(dst, weights=nb, minlength=p))
+    red = np.bincount(dst, weights=nb * rnd.reduce[remote], minlength=p)
+    return np.stack([*msgs, moved, red], axis=1)
+
+
+def features(r: Result, machine: Machine, cond: Conditions = TEXTBOOK) -> np.ndarray:
+    """The counts of :func:`_loads` summed over rounds, each round counted at
+    its busiest rank under ``machine`` (as :func:`counted_cost` does), or at
+    the shared cores (see :class:`Conditions`)."""
+    s = schedule_of(r)
+    item = _itemsize(r.type)
+    weights = params(machine, cond)
+    total = np.zeros(len(weights))
+    shared = cond.cores is not None and cond.cores < s.world_size
+    for rnd in s.rounds:
+        f = _loads(rnd, s.world_size, item, cond)
+        if shared:
+            f = np.vstack([f, f.sum(axis=0) / cond.cores])
+        total += f[int(np.argmax(f @ weights))]
+    return total
+
+
+def predict_us(r: Result, machine: Machine, cond: Conditions = TEXTBOOK) -> float:
+    """The model's time of the schedule behind ``r``, in microseconds (under
+    the textbook conditions, chapter 3's :func:`~mycollectives.cost.counted_cost`)."""
+    if cond == TEXTBOOK:
+        return counted_cost(schedule_of(r), machine, _itemsize(r.type)) * 1e6
+    return float(features(r, machine, cond) @ params(machine, cond)) * 1e6
