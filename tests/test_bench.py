@@ -190,7 +190,12 @@ def test_a_calibrated_run_times_single_calls_and_prints_the_model(tmp_path):
             assert np.mean(r["calls_us"][3 * rep : 3 * rep + 3]) >= t - 0.1
     assert "# model: all_reduce, 2 ranks" in done.stdout
     assert "# median relative error:" in done.stdout
-    rows = [ln.split() for ln in done.stdout.splitlines() if ln.startswith("  ") and "%" in ln]
+    assert [int(r[0]) for r in parse_table(done.stdout)] == [65536, 131072, 262144]  # the report is comments
+    rows = [
+        ln.split()[1:]
+        for ln in done.stdout.splitlines()
+        if ln.startswith("# ") and "%" in ln and "error" not in ln
+    ]
     assert {(int(r[0]), r[1]) for r in rows} == {(n, a) for n in (65536, 131072, 262144)
                                                  for a in ("ring", "recursive_doubling")}  # fmt: skip
 
@@ -275,6 +280,14 @@ def test_on_a_cpu_a_rank_pays_for_its_sends_and_its_receives():
     assert features(rd, m, cpu)[1] == 2 * features(rd, m)[1]  # bytes: sent plus received
 
 
+def test_the_fit_refuses_a_single_size():
+    """Messages and bytes grow together within one size: one size cannot
+    tell them apart, so the fit says what it needs instead of guessing."""
+    pts = [_result(a, 1 << 20, 100.0, p=4) for a in ("ring", "recursive_doubling", "reduce_broadcast")]
+    with pytest.raises(ValueError, match="at least two sizes"):
+        fit_to_sweep(pts, Machine(1e-5, 1e-9, 1e-9))
+
+
 def test_a_transport_with_two_paths_charges_each_its_own_alpha():
     """``eager_bytes``: messages of that size and up (shared memory's token
     path) are counted apart; the fit recovers both alphas from data the
@@ -301,6 +314,7 @@ def test_a_transport_with_two_paths_charges_each_its_own_alpha():
     assert Conditions.from_meta({"cores": 2, "transport": "shm", "eager_bytes": 4096}).eager_bytes == 4096
     assert Conditions.from_meta({"cores": 2, "transport": "shm"}).eager_bytes == 64 << 10  # the default
     assert Conditions.from_meta({"cores": 2, "transport": "group"}).eager_bytes is None
+    assert Conditions.from_meta({"cores": 16, "backend": "nccl", "transport": "group"}) == Conditions()
 
 
 def test_predicted_reports_every_point_and_the_held_out_error(tmp_path, capsys):
@@ -322,7 +336,8 @@ def test_predicted_reports_every_point_and_the_held_out_error(tmp_path, capsys):
     main([str(tmp_path / "sweep.json")])
     out = capsys.readouterr().out
     assert "alpha 50.0 us, beta 1.0000 ns/B, gamma 0.5000 ns/B" in out
-    rows = [ln.split() for ln in out.splitlines() if not ln.startswith("#")]
+    assert parse_table(out) == []  # every line a comment, as nccl-tests' parsers expect
+    rows = [ln.split()[1:] for ln in out.splitlines() if ln.endswith("%") or ln.endswith("(fitted on)")]
     assert len(rows) == 3 * 9 and {int(r[0]) for r in rows} == {1 << k for k in range(16, 25)}
     assert all(r[4] == "0.0%" for r in rows)
     # held out: the sizes at odd positions of the sweep (2^15 ... 2^23), from 64 KiB up

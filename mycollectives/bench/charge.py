@@ -67,9 +67,13 @@ class Conditions:
 
     @classmethod
     def from_meta(cls, meta: dict) -> Conditions:
-        """Local processes as a recorded sweep's ``meta`` describes them: no
-        full duplex, the machine's cores, the transport's message cap and
-        its eager limit (shared memory)."""
+        """The conditions of a recorded sweep, from its ``meta``. CPU
+        processes (gloo): no full duplex, the machine's cores, the
+        transport's message cap and its eager limit (shared memory). GPUs
+        (NCCL): the textbook's, since each GPU has its own engines and its
+        links are full duplex."""
+        if meta.get("backend") == "nccl":
+            return cls()
         eager = meta.get("eager_bytes")
         if eager is None and meta.get("transport") == "shm":
             from ..transport.shm import DEFAULT_EAGER_BYTES

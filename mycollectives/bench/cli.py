@@ -176,7 +176,7 @@ def _model_report(meta: dict, results: list) -> str:
     try:
         return model_report(meta, results)
     except ValueError as e:  # too few sizes of 64 KiB and up to fit on some and judge the rest
-        return f"# model: not fitted ({e}; it needs sizes of 64 KiB and up, at least two)"
+        return f"# model: not fitted: {e}"
 
 
 def _free_port() -> int:

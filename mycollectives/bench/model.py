@@ -132,8 +132,8 @@ def fit_to_sweep(
     picks the points fitted on.
     """
     pts = [r for r in modelled(results, min_bytes) if train is None or train(r)]
-    if not pts:
-        raise ValueError("no points to fit")
+    if len({r.size for r in pts}) < 2:  # one size cannot tell a message's cost from a byte's
+        raise ValueError(f"the fit needs points of at least two sizes from {min_bytes} bytes up")
     t = np.array([measured_us(r, stat) * 1e-6 for r in pts])
     w = 1.0 / t
     machine = start
@@ -158,7 +158,7 @@ def fit_to_sweep(
 
 
 def every_other_size(results: Sequence[Result]):
-    """A train/test split: sizes at even positions of the sweep train, odd ones test."""
+    """A train/test split: sizes at even positions of ``results`` train, odd ones test."""
     order = {n: i for i, n in enumerate(sorted({r.size for r in results}))}
     return lambda r: order[r.size] % 2 == 0
 
@@ -168,9 +168,9 @@ def fit_held_out(meta: dict, results: Sequence[Result], stat: str = "quiet") -> 
     under the conditions its ``meta`` records, on every other size; returns
     the fitted machine and the predicted points of the sizes left out."""
     cond = Conditions.from_meta(meta)
-    train = every_other_size(results)
+    train = every_other_size(modelled(results))  # of the sizes the model speaks for
     fitted = fit_to_sweep(results, Machine(**meta["calibration"]), train=train, cond=cond, stat=stat)
-    return fitted, compare([r for r in results if not train(r)], fitted, cond=cond, stat=stat)
+    return fitted, compare([r for r in modelled(results) if not train(r)], fitted, cond=cond, stat=stat)
 
 
 def calibrate_group(group=None, device=None, max_bytes: int = 64 << 20) -> Machine:

@@ -33,6 +33,7 @@ def report(meta: dict, results: Sequence[Result], stat: str = "quiet") -> str:
     points = model.compare(results, fitted, cond=cond, stat=stat)
     unseen = {(q.algorithm, q.size) for q in held}
     r0 = results[0]
+    # every line a comment: parsers of nccl-tests' table (parse_table) skip them
     lines = [
         f"# model: {r0.collective}, {r0.world_size} ranks, transport {meta.get('transport', 'group')}, "
         f"measured = {stat} (see mycollectives.bench.model.measured_us)",
@@ -43,7 +44,7 @@ def report(meta: dict, results: Sequence[Result], stat: str = "quiet") -> str:
     for q in sorted(points, key=lambda q: (q.size, q.algorithm)):
         seen = "" if (q.algorithm, q.size) in unseen else "  (fitted on)"
         lines.append(
-            f"  {q.size:10d}  {q.algorithm:>20s}  {time_str(q.measured_us):>9s}  "
+            f"# {q.size:10d}  {q.algorithm:>20s}  {time_str(q.measured_us):>9s}  "
             f"{time_str(q.predicted_us):>9s}  {100 * q.rel_error:5.1f}%{seen}"
         )
     lines.append(
