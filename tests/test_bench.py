@@ -251,6 +251,38 @@ def test_shared_cores_charge_a_round_its_total_work():
     assert predict_us(t, m, Conditions(duplex=False, cores=2)) < 2 * predict_us(t, m, loopback)
 
 
+def test_gpu_calls_are_timed_by_cuda_events_with_one_sync_at_the_end(monkeypatch):
+    """On CUDA each call is timed by an event recorded after it, and the host
+    synchronises once, after the loop, so NCCL's calls stay asynchronous
+    (a stand-in Event checks the wiring on a machine without a GPU)."""
+    import types
+
+    import torch
+
+    from mycollectives.bench import runner
+
+    clock = iter(range(100))
+
+    class Event:  # what torch.cuda.Event offers the runner, on a fake millisecond clock
+        def __init__(self, enable_timing=False):
+            assert enable_timing
+            self.ms = None
+
+        def record(self):
+            self.ms = float(next(clock))
+
+        def elapsed_time(self, later):
+            return later.ms - self.ms
+
+    syncs, calls = [], []
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(runner, "_sync", syncs.append)
+    monkeypatch.setattr(runner, "_barrier", lambda device, group: None)
+    case = types.SimpleNamespace(device=torch.device("cuda", 0), group=None, call=calls.append)
+    assert runner.time_calls(case, "ring", 3) == [1e-3, 1e-3, 1e-3]
+    assert calls == ["ring"] * 3 and len(syncs) == 1
+
+
 def test_the_quiet_time_is_the_lower_quartile_of_single_calls():
     """The model's measured time: neither the repetitions' median nor their
     minimum, but the lower quartile of single calls, which calls delayed a
