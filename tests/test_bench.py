@@ -106,6 +106,12 @@ def test_flags_as_nccl_tests():
     assert algorithm_list("native", "broadcast") == ["native"]
     with pytest.raises(SystemExit):
         algorithm_list("ring,nope", "all_reduce")
+    from mycollectives.bench.cli import check_counts
+
+    for bad, said in (("-n 0", "-n/--iters: expected at least 1, got 0"), ("--reps 0", "--reps: expected at least 1"),
+                      ("-w -1", "-w/--warmup_iters: expected at least 0, got -1")):  # fmt: skip
+        with pytest.raises(SystemExit, match=said):
+            check_counts(parser().parse_args(bad.split()))
 
 
 # the textbook model, and the CPU one (sent plus received bytes, four ranks on two cores)

@@ -197,8 +197,20 @@ def _spawned(rank: int, world: int, store: str, args) -> None:
         dist.destroy_process_group()
 
 
+def check_counts(args) -> None:
+    """Counts that must be positive, refused before any process starts."""
+    for flag, name, least in (
+        ("-n/--iters", "iters", 1),
+        ("--reps", "reps", 1),
+        ("-w/--warmup_iters", "warmup_iters", 0),
+    ):
+        if getattr(args, name) < least:
+            raise SystemExit(f"{flag}: expected at least {least}, got {getattr(args, name)}")
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
+    check_counts(args)
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # torchrun
         device = _device(args)
         if device.type == "cuda":
