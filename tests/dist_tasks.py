@@ -237,3 +237,22 @@ def transport_env(rank: int) -> list[str]:
     finally:
         os.environ.pop(TRANSPORT_ENV, None)
     return seen
+
+
+def shm_close_right_after_send(rank: int) -> str:
+    """Rank 0 sends through shared memory and closes at once; rank 1 reads
+    the message only later. The close must not take the bytes away."""
+    from mycollectives.transport.shm import ShmTransport
+
+    t = ShmTransport(None, timeout=30, eager_bytes=64)
+    if rank == 0:
+        t.isend(torch.arange(1 << 16, dtype=torch.float32), 1).wait()
+        t.close()
+        return "sent"
+    if rank == 1:
+        time.sleep(0.5)  # the sender has closed by now
+        got = torch.empty(1 << 16)
+        t.irecv(got, 0).wait()
+        t.close()
+        return "ok" if torch.equal(got, torch.arange(1 << 16, dtype=torch.float32)) else "wrong data"
+    return "idle"

@@ -210,6 +210,11 @@ def test_shared_memory_regions_are_reused_read_out_of_order_and_cleaned_up():
         assert o["left_while_alive"] == [] and o["left_after"] == [], (rank, o)
 
 
+def test_a_shared_memory_sender_that_closes_at_once_leaves_its_last_message_readable():
+    out = run_everywhere(2, "shm_close_right_after_send")
+    assert out == ["sent", "ok"], out
+
+
 def test_the_shared_memory_transport_refuses_a_rank_on_another_host():
     out = run_everywhere(3, "shm_refuses_another_host")
     assert any("another host" in m and "rank 1" in m for m in out), out

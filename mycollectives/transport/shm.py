@@ -18,7 +18,10 @@ in ``shm_regions.py``; this module is the protocol.
   carries: no set-up call, no collective, and two jobs on one host never
   share a file. The receiver unlinks a file as soon as it has mapped it
   (the memory lives while either end maps it), so a crash leaves at most
-  the files created since the last message was read.
+  the files created since the last message was read. Closing a sender
+  (or its exit) unlinks the files no peer has mapped yet, after giving the
+  peers a few seconds to map them: a send completes when its token leaves,
+  so the receiver may still be a moment behind.
 * Sending never waits for the receiver: when the current region is still
   in use, a new one is created. A receive waits only for its token, under
   the transport's timeout, so a missing peer gives the executor's error
@@ -44,6 +47,7 @@ from .shm_regions import Inbox, Outbox, host_id, stem, unlink_all
 from .torch_dist import TorchDistTransport
 
 DEFAULT_EAGER_BYTES = 64 << 10
+CLOSE_GRACE_S = 5.0  # how long close() waits for peers to map what they were sent
 TOKEN = 7  # int64s: seq, generation, offset, nbytes, sender nonce, sender host, oldest live generation
 
 
@@ -66,11 +70,13 @@ class ShmTransport:
         self.paths: set[str] = set()
         self._out: dict[int, Outbox] = {}
         self._in: dict[int, Inbox] = {}
-        self._finalizer = weakref.finalize(self, unlink_all, self.paths)
+        self._finalizer = weakref.finalize(self, unlink_all, self.paths, CLOSE_GRACE_S)
 
     def close(self) -> None:
-        """Unlink every file this end created and has not unlinked yet (done
-        anyway when the transport is freed or the process exits normally)."""
+        """Unlink every file this end created that its peers have not mapped
+        (done anyway when the transport is freed or the process exits
+        normally). Waits up to ``CLOSE_GRACE_S`` for peers to map what they
+        were sent: a peer a moment behind still reads the last message."""
         self._finalizer()
 
     def group_rank(self, rank: int) -> int:

@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import os
 import socket
+import time
 
 import torch
 
@@ -61,7 +62,16 @@ def unlink(path: str) -> None:
         os.unlink(path)
 
 
-def unlink_all(paths: set) -> None:
+def unlink_all(paths: set, grace: float = 0.0) -> None:
+    """Unlink ``paths``, first giving the peers up to ``grace`` seconds to
+    map them. A receiver unlinks each file as soon as it has mapped it, so a
+    file still here is one a peer has not read yet: a sender that finished
+    its last send (its token is on the wire) must not pull the bytes from
+    under a receiver that is a moment behind. A peer that never maps them
+    (it failed, or refused the message) costs at most ``grace``."""
+    deadline = time.monotonic() + grace
+    while any(os.path.exists(p) for p in paths) and time.monotonic() < deadline:
+        time.sleep(0.005)
     for p in list(paths):
         unlink(p)
     paths.clear()
@@ -138,7 +148,13 @@ class Inbox:
 
     def region(self, gen: int, oldest: int) -> torch.Tensor:
         """Region ``gen``, mapped (and unlinked) the first time; mappings of
-        regions older than the sender's ``oldest`` are dropped."""
+        regions older than the sender's ``oldest`` are dropped. The control
+        file is mapped with the first region, so every file this inbox needs
+        is opened here (where a failure names the sender), none later."""
+        if self.ctl is None:
+            path = f"{self.stem}-ctl"
+            self.ctl = map_file(path).view(torch.int64)
+            unlink(path)
         data = self.maps.get(gen)
         if data is None:
             path = f"{self.stem}-{gen}"
@@ -155,8 +171,5 @@ class Inbox:
         while self.next in self.done:
             self.done.discard(self.next)
             self.next += 1
-        if self.ctl is None:
-            path = f"{self.stem}-ctl"
-            self.ctl = map_file(path).view(torch.int64)
-            unlink(path)
+        assert self.ctl is not None, "consumed() before region()"
         self.ctl[0] = self.next - 1
