@@ -5,14 +5,20 @@ sender's kernel copies it into a socket buffer, the receiver's copies it
 out, and a large message wakes the receiver many times on the way. This
 transport does what NCCL's SHM transport does within a node: the sender
 copies a message into a shared-memory region that the receiver maps, and
-only a small *token* (which region, where, how many bytes) travels through
-the process group, which also wakes the receiver. The receiver reads the
-bytes where they lie (or copies them out) and records that it has read
-them, so the sender may reuse the space. The files and that bookkeeping are
-in ``shm_regions.py``; this module is the protocol.
+only a small *token* (which region, where, how many bytes) goes to the
+receiver, through its *doorbell*, a pipe that also wakes it. The receiver
+reads the bytes where they lie (or copies them out) and records that it has
+read them, so the sender may reuse the space. The files and that
+bookkeeping are in ``shm_regions.py``, the doorbells in ``shm_bells.py``
+(which says why a pipe and not the process group); this module is the
+protocol.
 
-* Messages under ``eager_bytes`` (and any message with a tag other than 0)
-  go through the process group as they are: a token would cost as much.
+* Every message with tag 0 goes through shared memory (from
+  ``eager_bytes`` up, 1 by default); other tags, and smaller messages if
+  ``eager_bytes`` is raised, go through the process group as they are.
+* Constructing the transport is collective (every rank of the group, as
+  for ``torch.distributed.new_group``): the ranks agree on the doorbells'
+  names and check that they share a host.
 * Each sender owns its regions (files in ``/dev/shm``, one growing set per
   peer) and names them with a random number of its own, which the token
   carries: no set-up call, no collective, and two jobs on one host never
@@ -26,8 +32,8 @@ in ``shm_regions.py``; this module is the protocol.
   in use, a new one is created. A receive waits only for its token, under
   the transport's timeout, so a missing peer gives the executor's error
   that names the round and the peer.
-* Every token carries the sender's host identity: a rank on another host is
-  refused with an error that says so.
+* Every token carries the sender's host identity, checked again on
+  arrival: a rank on another host is refused with an error that says so.
 
 Select it with ``MYCOLLECTIVES_TRANSPORT=shm`` (every rank), by passing
 ``ShmTransport(group)`` as the ``group`` of a call, or with the benchmark's
@@ -42,13 +48,13 @@ import weakref
 
 import torch
 
-from .base import Label, Message, TransportPeerError
+from .base import Done, Label, Message, TransportPeerError
+from .shm_bells import Doorbells
 from .shm_regions import Inbox, Outbox, host_id, stem, unlink_all
 from .torch_dist import TorchDistTransport
 
-DEFAULT_EAGER_BYTES = 64 << 10
+DEFAULT_EAGER_BYTES = 1  # every message with a byte in it: a doorbell costs less than gloo's send
 CLOSE_GRACE_S = 5.0  # how long close() waits for peers to map what they were sent
-TOKEN = 7  # int64s: seq, generation, offset, nbytes, sender nonce, sender host, oldest live generation
 
 
 class ShmTransport:
@@ -70,6 +76,7 @@ class ShmTransport:
         self.paths: set[str] = set()
         self._out: dict[int, Outbox] = {}
         self._in: dict[int, Inbox] = {}
+        self.bells = Doorbells(self.inner, self.host)
         self._finalizer = weakref.finalize(self, unlink_all, self.paths, CLOSE_GRACE_S)
 
     def close(self) -> None:
@@ -78,6 +85,7 @@ class ShmTransport:
         normally). Waits up to ``CLOSE_GRACE_S`` for peers to map what they
         were sent: a peer a moment behind still reads the last message."""
         self._finalizer()
+        self.bells.close()
 
     def group_rank(self, rank: int) -> int:
         return self.inner.group_rank(rank)
@@ -96,28 +104,25 @@ class ShmTransport:
         nbytes = tensor.numel() * tensor.element_size()
         region, offset, seq = out.place(nbytes)
         region.data[offset : offset + nbytes].view(tensor.dtype).view(tensor.shape).copy_(tensor)
-        token = torch.tensor(
-            [seq, region.gen, offset, nbytes, self.nonce, self.host, out.oldest()], dtype=torch.int64
+        self.bells.ring(
+            dst, (self.rank, seq, region.gen, offset, nbytes, self.nonce, self.host, out.oldest())
         )
-        work = self.inner.isend(token, dst, 0, label)
-        work.token = token  # alive until the send completes
-        return work
+        return Done()  # the bytes are in place: the receiver needs nothing more from us
 
     def irecv(self, tensor: torch.Tensor, src: int, tag: int = 0, label: Label | None = None):
         if not self._shared(tensor, tag):
             return self.inner.irecv(tensor, src, tag, label)
-        token = torch.empty(TOKEN, dtype=torch.int64)
-        return _ShmRecv(self, tensor, src, token, self.inner.irecv(token, src, 0, label))
+        return _ShmRecv(self, tensor, src, self.bells.ticket(src))
 
     def exchange(self, sends: list[Message], recvs: list[Message], label: Label):
         recv_works = [self.irecv(m.tensor, m.peer, 0, label) for m in recvs]
         send_works = [self.isend(m.tensor, m.peer, 0, label) for m in sends]
         return send_works, recv_works
 
-    def locate(self, src: int, token: torch.Tensor, like: torch.Tensor) -> tuple[torch.Tensor, Inbox, int]:
+    def locate(self, src: int, token: tuple, like: torch.Tensor) -> tuple[torch.Tensor, Inbox, int]:
         """Where the message a token announces lies: a view of shared memory
         shaped like ``like``, its sender's inbox and its seq."""
-        seq, gen, offset, nbytes, nonce, host, oldest = token.tolist()
+        _, seq, gen, offset, nbytes, nonce, host, oldest = token
         if host != self.host:
             raise TransportPeerError(
                 f"rank {src} is on another host: ShmTransport needs every rank of the group on one host"
@@ -136,7 +141,8 @@ class ShmTransport:
 
 
 class _ShmRecv:
-    """A receive through shared memory: its token first, then the bytes.
+    """A receive through shared memory: its token first (the ``ticket``-th
+    from ``src``), then the bytes.
 
     ``wait()`` copies them into the receive tensor. ``view()`` instead
     returns them where they lie, for a caller that only reads them once
@@ -144,8 +150,8 @@ class _ShmRecv:
     ``release()`` when done, which lets the sender reuse the space.
     """
 
-    def __init__(self, transport: ShmTransport, tensor, src: int, token, work):
-        self.transport, self.tensor, self.src, self.token, self.work = transport, tensor, src, token, work
+    def __init__(self, transport: ShmTransport, tensor, src: int, ticket: int):
+        self.transport, self.tensor, self.src, self.ticket = transport, tensor, src, ticket
         self.done = False
         self._held = None
 
@@ -154,8 +160,8 @@ class _ShmRecv:
 
     def view(self, timeout: float | None = None) -> torch.Tensor:
         if self._held is None:
-            self.work.wait(timeout)
-            self._held = self.transport.locate(self.src, self.token, self.tensor)
+            token = self.transport.bells.take(self.src, self.ticket, timeout or self.transport.timeout)
+            self._held = self.transport.locate(self.src, token, self.tensor)
         return self._held[0]
 
     def release(self) -> None:
