@@ -394,3 +394,13 @@ def test_messages_cut_at_the_transports_cap_each_cost_alpha():
     assert whole == 6 and cut == 3 * 4 + 3  # reduce-scatter steps cut in 4; all-gather steps whole
     meta = {"cores": 2, "max_message_bytes": 1 << 20}
     assert Conditions.from_meta(meta) == Conditions(duplex=False, cores=2, segment_bytes=1 << 20)
+
+
+@pytest.mark.timeout(120)
+def test_the_wakeup_measurement_times_both_ways_between_two_real_processes():
+    from mycollectives.bench.wakeup import round_trips_us
+
+    rt = round_trips_us(same_core=False, n=20)
+    assert set(rt) == {"gloo", "pipe"}
+    # a round trip is two messages between processes: microseconds, not nothing, not seconds
+    assert all(1.0 < v < 1e6 for v in rt.values()), rt
