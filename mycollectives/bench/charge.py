@@ -54,10 +54,12 @@ class Conditions:
       ``max_message_bytes``); each cut segment costs its own alpha.
     * ``eager_bytes``: the transport sends a message of this many bytes or
       more another way, with a fixed cost of its own (the shared-memory
-      transport: a token through the process group, then the bytes through
-      ``/dev/shm``; smaller messages go through the group whole). Such
-      messages are counted apart and charged :attr:`TwoPaths.alpha_large`,
-      as NCCL's tuner gives each of its protocols a latency of its own.
+      transport with ``eager_bytes`` raised: a token through a doorbell and
+      the bytes through ``/dev/shm``; smaller messages go through the group
+      whole). Such messages are counted apart and charged
+      :attr:`TwoPaths.alpha_large`, as NCCL's tuner gives each of its
+      protocols a latency of its own. An ``eager_bytes`` of 1 or less (the
+      transport's default) is one way for every message: no second alpha.
     """
 
     duplex: bool = True

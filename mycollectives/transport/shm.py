@@ -21,8 +21,7 @@ protocol.
   names and check that they share a host.
 * Each sender owns its regions (files in ``/dev/shm``, one growing set per
   peer) and names them with a random number of its own, which the token
-  carries: no set-up call, no collective, and two jobs on one host never
-  share a file. The receiver unlinks a file as soon as it has mapped it
+  carries: two jobs, or two transports of one job, never share a file. The receiver unlinks a file as soon as it has mapped it
   (the memory lives while either end maps it), so a crash leaves at most
   the files created since the last message was read. Closing a sender
   (or its exit) unlinks the files no peer has mapped yet, after giving the

@@ -59,7 +59,7 @@ class Doorbells:
                 "the group on one host (use the process group's transport across hosts)"
             )
         key = int(every[0][0])
-        self.rank, self.timeout = rank, inner.timeout
+        self.timeout = inner.timeout
         path = self.path_of(key, rank)
         os.mkfifo(path, 0o600)
         self.fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)  # read-write: never sees end of file
