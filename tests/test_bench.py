@@ -4,6 +4,7 @@ and one tiny real two-process run (performance itself is measured by
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -330,14 +331,14 @@ def test_a_transport_with_two_paths_charges_each_its_own_alpha():
     """``eager_bytes``: messages of that size and up (shared memory's token
     path) are counted apart; the fit recovers both alphas from data the
     two-path model made, and a shared-memory sweep's meta asks for it."""
-    from mycollectives.bench.charge import TwoPaths
+    from mycollectives.bench.charge import CpuMachine
 
     cond = Conditions(duplex=False, cores=2, eager_bytes=64 << 10)
     counts = features(_result("ring", 1 << 20, 1.0, p=4), Machine(), cond)  # 256 KiB per step: all large
     assert list(counts[:2]) == [0, 6 * 2 * 4 / 2]  # 6 rounds, a send and a receive per rank, over 2 cores
     small = features(_result("ring", 128 << 10, 1.0, p=4), Machine(), cond)  # 32 KiB per step: all small
     assert list(small[:2]) == [6 * 2 * 4 / 2, 0]
-    truth = TwoPaths(alpha=40e-6, alpha_large=90e-6, beta=1e-9, gamma=0.5e-9)
+    truth = CpuMachine(alpha=40e-6, alpha_large=90e-6, beta=1e-9, gamma=0.5e-9)
     pts = []
     for alg in ("ring", "recursive_doubling", "reduce_broadcast", "direct"):
         for k in range(16, 25):
@@ -345,7 +346,7 @@ def test_a_transport_with_two_paths_charges_each_its_own_alpha():
             r.time_us = predict_us(r, truth, cond)
             pts.append(r)
     fitted = fit_to_sweep(pts, Machine(1e-5, 1e-9, 1e-9), cond=cond)
-    assert isinstance(fitted, TwoPaths)
+    assert isinstance(fitted, CpuMachine)
     assert fitted.alpha == pytest.approx(truth.alpha, rel=1e-3)
     assert fitted.alpha_large == pytest.approx(truth.alpha_large, rel=1e-3)
     assert median_error(compare(pts, fitted, cond=cond)) < 1e-6
@@ -355,12 +356,82 @@ def test_a_transport_with_two_paths_charges_each_its_own_alpha():
     assert Conditions.from_meta({"cores": 16, "backend": "nccl", "transport": "group"}) == Conditions()
 
 
+def test_a_round_costs_its_latency_once_however_many_messages_it_carries():
+    """``latency`` (LogP's L): one per round that moves bytes, on top of the
+    per-message alpha; the fit tells the two apart on schedules with few
+    rounds of many messages (direct) and many rounds of one (ring)."""
+    from mycollectives.bench.charge import CpuMachine, params
+
+    cond = Conditions(duplex=False, latency=True)
+    m = CpuMachine(alpha=10e-6, latency=70e-6, beta=1e-9, gamma=0.5e-9)
+    assert list(params(m, cond)) == [10e-6, 70e-6, 1e-9, 0.5e-9]
+    ring, direct = _result("ring", 1 << 20, 1.0, p=4), _result("direct", 1 << 20, 1.0, p=4)
+    assert features(ring, m, cond)[:2].tolist() == [6 * 2, 6]  # 6 rounds: a send and a receive in each
+    assert features(direct, m, cond)[:2].tolist() == [2 * 3 * 2, 2]  # 2 rounds of 3 sends and 3 receives
+    # a ping-pong calibration (a plain Machine) has no latency
+    assert params(Machine(alpha=1e-5, beta=1e-9, gamma=1e-9), cond)[1] == 0.0
+    pts = []
+    for alg in ("ring", "recursive_doubling", "reduce_broadcast", "direct"):
+        for k in range(16, 25):
+            r = _result(alg, 1 << k, 1.0, p=4)
+            r.time_us = predict_us(r, m, cond)
+            pts.append(r)
+    fitted = fit_to_sweep(pts, Machine(1e-5, 1e-9, 1e-9), cond=cond)
+    assert fitted.latency == pytest.approx(m.latency, rel=1e-3)
+    assert fitted.alpha == pytest.approx(m.alpha, rel=1e-3)
+    assert median_error(compare(pts, fitted, cond=cond)) < 1e-6
+    assert Conditions.from_meta({"cores": 2, "transport": "group"}).latency  # every CPU sweep
+    assert not Conditions.from_meta({"cores": 16, "backend": "nccl"}).latency
+
+
+def test_buffers_that_outgrow_the_cache_move_at_the_speed_of_memory():
+    """``cache_bytes``: from ``world_size * size`` bytes up, a point's bytes
+    are counted in the memory columns (beta_mem, gamma_mem), below it in the
+    cache's; the fit recovers both pairs, and a sweep's ``llc_bytes`` asks for it."""
+    from mycollectives.bench.charge import CpuMachine, describe, params
+
+    cond = Conditions(duplex=False, cores=2, latency=True, cache_bytes=32 << 20)
+    m = CpuMachine(alpha=20e-6, latency=60e-6, beta=0.02e-9, gamma=0.12e-9)
+    m = dataclasses.replace(m, beta_mem=0.05e-9, gamma_mem=0.15e-9)
+    assert len(params(m, cond)) == 6
+    # 4 ranks' buffers of 4 MiB fit in 32 MiB, of 8 MiB they fill it
+    small, large = _result("ring", 4 << 20, 1.0, p=4), _result("ring", 8 << 20, 1.0, p=4)
+    fs, fl = features(small, m, cond), features(large, m, cond)
+    assert fs[2] > 0 and fs[3] > 0 and fs[4] == fs[5] == 0  # in cache: beta and gamma
+    assert fl[2] == fl[3] == 0  # out of cache: twice the bytes, at memory speed
+    assert fl[4] == 2 * fs[2] and fl[5] == 2 * fs[3]
+    assert fs[0] == fl[0] and fs[1] == fl[1] == 6  # messages and rounds do not care
+    pts = []
+    for alg in ("ring", "recursive_doubling", "reduce_broadcast", "direct", "rabenseifner"):
+        for k in range(16, 27):
+            r = _result(alg, 1 << k, 1.0, p=4)
+            r.time_us = predict_us(r, m, cond)
+            pts.append(r)
+    fitted = fit_to_sweep(pts, Machine(1e-5, 1e-9, 1e-9), cond=cond)
+    for name in ("beta", "gamma", "beta_mem", "gamma_mem", "latency"):
+        assert getattr(fitted, name) == pytest.approx(getattr(m, name), rel=1e-3), name
+    assert "beta_mem 0.0500 ns/B" in describe(fitted, cond) and "latency 60.0 us" in describe(fitted, cond)
+    # the machine a sweep ran on says how large its cache is
+    assert Conditions.from_meta({"cores": 2, "llc_bytes": 32 << 20}).cache_bytes == 32 << 20
+    assert Conditions.from_meta({"cores": 2}).cache_bytes is None  # not recorded: one beta, one gamma
+
+
+def test_the_machine_description_carries_the_last_level_cache():
+    from mycollectives.bench.report import last_level_cache, machine
+
+    llc = last_level_cache()
+    assert llc is None or (isinstance(llc, int) and 64 << 10 <= llc <= 4 << 30)
+    assert machine("gloo", 2)["llc_bytes"] == llc
+
+
 def test_predicted_reports_every_point_and_the_held_out_error(tmp_path, capsys):
     """``python -m mycollectives.bench.predicted``: on a sweep that the model
     itself made, the fit finds its machine and every point is exact."""
+    from mycollectives.bench.charge import CpuMachine
     from mycollectives.bench.predicted import main
 
-    truth, cond = Machine(alpha=50e-6, beta=1e-9, gamma=0.5e-9), Conditions(duplex=False, cores=2)
+    truth = CpuMachine(alpha=50e-6, latency=30e-6, beta=1e-9, gamma=0.5e-9)
+    cond = Conditions(duplex=False, cores=2, latency=True)  # what from_meta makes of the meta below
     results = []
     for alg in ("ring", "recursive_doubling", "reduce_broadcast", "native"):
         for k in range(14, 25):
@@ -373,7 +444,7 @@ def test_predicted_reports_every_point_and_the_held_out_error(tmp_path, capsys):
     write_json(str(tmp_path / "sweep.json"), results, meta)
     main([str(tmp_path / "sweep.json")])
     out = capsys.readouterr().out
-    assert "alpha 50.0 us, beta 1.0000 ns/B, gamma 0.5000 ns/B" in out
+    assert "alpha 50.0 us, latency 30.0 us, beta 1.0000 ns/B, gamma 0.5000 ns/B" in out
     assert parse_table(out) == []  # every line a comment, as nccl-tests' parsers expect
     rows = [ln.split()[1:] for ln in out.splitlines() if ln.endswith("%") or ln.endswith("(fitted on)")]
     assert len(rows) == 3 * 9 and {int(r[0]) for r in rows} == {1 << k for k in range(16, 25)}
@@ -393,7 +464,8 @@ def test_messages_cut_at_the_transports_cap_each_cost_alpha():
     cut = features(r, m, Conditions(segment_bytes=1 << 20))[0]
     assert whole == 6 and cut == 3 * 4 + 3  # reduce-scatter steps cut in 4; all-gather steps whole
     meta = {"cores": 2, "max_message_bytes": 1 << 20}
-    assert Conditions.from_meta(meta) == Conditions(duplex=False, cores=2, segment_bytes=1 << 20)
+    cpu = Conditions(duplex=False, cores=2, segment_bytes=1 << 20, latency=True)
+    assert Conditions.from_meta(meta) == cpu
 
 
 @pytest.mark.timeout(120)

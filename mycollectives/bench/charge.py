@@ -25,12 +25,17 @@ from .runner import Result
 
 
 @dataclass(frozen=True)
-class TwoPaths(Machine):
-    """A machine whose transport sends a message one of two ways (see
-    :attr:`Conditions.eager_bytes`): ``alpha`` is the fixed cost of a small
-    message, ``alpha_large`` that of a message of ``eager_bytes`` or more."""
+class CpuMachine(Machine):
+    """A machine with the parameters that :class:`Conditions` can add to
+    alpha, beta and gamma (each used only under the condition that asks for
+    it): ``alpha_large``, the fixed cost of a message of ``eager_bytes`` or
+    more; ``latency``, a round's wait on its critical path; ``beta_mem`` and
+    ``gamma_mem``, beta and gamma once the buffers no longer fit the cache."""
 
     alpha_large: float = 0.0
+    latency: float = 0.0
+    beta_mem: float = 0.0
+    gamma_mem: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -57,15 +62,29 @@ class Conditions:
       transport with ``eager_bytes`` raised: a token through a doorbell and
       the bytes through ``/dev/shm``; smaller messages go through the group
       whole). Such messages are counted apart and charged
-      :attr:`TwoPaths.alpha_large`, as NCCL's tuner gives each of its
+      :attr:`CpuMachine.alpha_large`, as NCCL's tuner gives each of its
       protocols a latency of its own. An ``eager_bytes`` of 1 or less (the
       transport's default) is one way for every message: no second alpha.
+    * ``latency``: every round with a message in it also costs
+      :attr:`CpuMachine.latency` once. ``alpha`` is LogP's overhead ``o``,
+      work a rank does per message; ``latency`` is LogP's ``L``, the time
+      from a send to its receiver running, which the ranks of one round wait
+      out side by side, not one after another (``culler1993logp``). A
+      schedule of many rounds pays it many times, one of few rounds with
+      many messages each pays it few times.
+    * ``cache_bytes``: the last-level cache. Once the ranks' buffers
+      together (``world_size * size`` bytes) no longer fit it, every byte is
+      moved and reduced at the speed of main memory: the call is charged
+      :attr:`CpuMachine.beta_mem` and :attr:`CpuMachine.gamma_mem` instead
+      of ``beta`` and ``gamma`` (chapter 1's memory hierarchy, on a CPU).
     """
 
     duplex: bool = True
     cores: int | None = None
     segment_bytes: int | None = None
     eager_bytes: int | None = None
+    latency: bool = False
+    cache_bytes: int | None = None
 
     @classmethod
     def from_meta(cls, meta: dict) -> Conditions:
@@ -86,26 +105,48 @@ class Conditions:
             cores=meta.get("cores"),
             segment_bytes=meta.get("max_message_bytes"),
             eager_bytes=eager,
+            latency=True,
+            cache_bytes=meta.get("llc_bytes"),
         )
 
 
 TEXTBOOK = Conditions()
 
 
+def _names(cond: Conditions) -> list[str]:
+    """The machine's parameters that ``cond`` charges, in the order of :func:`features`' counts."""
+    return [
+        "alpha",
+        *(["alpha_large"] if cond.eager_bytes is not None else []),
+        *(["latency"] if cond.latency else []),
+        "beta",
+        "gamma",
+        *(["beta_mem", "gamma_mem"] if cond.cache_bytes is not None else []),
+    ]
+
+
+_STAND_IN = {"alpha_large": "alpha", "latency": None, "beta_mem": "beta", "gamma_mem": "gamma"}
+
+
 def params(machine: Machine, cond: Conditions = TEXTBOOK) -> np.ndarray:
-    """The machine's parameters in the order of :func:`features`' counts."""
-    if cond.eager_bytes is None:
-        return np.array([machine.alpha, machine.beta, machine.gamma])
-    large = machine.alpha_large if isinstance(machine, TwoPaths) else machine.alpha
-    return np.array([machine.alpha, large, machine.beta, machine.gamma])
+    """The machine's parameters in the order of :func:`features`' counts. A
+    plain :class:`Machine` (a ping-pong calibration) has no latency and one
+    speed for every message and byte: its alpha, beta and gamma stand in."""
+
+    def value(name: str) -> float:
+        if isinstance(machine, CpuMachine) or name not in _STAND_IN:
+            return getattr(machine, name)
+        return getattr(machine, _STAND_IN[name]) if _STAND_IN[name] else 0.0
+
+    return np.array([value(n) for n in _names(cond)])
 
 
 def machine_of(values, cond: Conditions = TEXTBOOK) -> Machine:
     """The inverse of :func:`params`."""
-    v = [float(x) for x in values]
-    if cond.eager_bytes is None:
-        return Machine(alpha=v[0], beta=v[1], gamma=v[2])
-    return TwoPaths(alpha=v[0], alpha_large=v[1], beta=v[2], gamma=v[3])
+    named = dict(zip(_names(cond), (float(x) for x in values)))
+    if len(named) == 3:
+        return Machine(**named)
+    return CpuMachine(**named)
 
 
 def schedule_of(r: Result, machine: Machine | None = None):
@@ -176,17 +217,32 @@ def _loads(rnd, p: int, item: int, cond: Conditions) -> np.ndarray:
 def features(r: Result, machine: Machine, cond: Conditions = TEXTBOOK) -> np.ndarray:
     """The counts of :func:`_loads` summed over rounds, each round counted at
     its busiest rank under ``machine`` (as :func:`counted_cost` does), or at
-    the shared cores (see :class:`Conditions`)."""
+    the shared cores (see :class:`Conditions`); then, as ``cond`` asks, the
+    rounds that carry a message (``latency``), and the bytes moved to the
+    columns of main memory when the ranks' buffers outgrow the cache."""
     s = schedule_of(r)
     item = _itemsize(r.type)
+    names = _names(cond)
     weights = params(machine, cond)
-    total = np.zeros(len(weights))
+    out = cond.cache_bytes is not None and s.world_size * r.size >= cond.cache_bytes
+
+    def filled(name: str) -> bool:  # the columns a round's loads fill (in cache or out, not both)
+        if name == "latency":
+            return False
+        return name.startswith("alpha") or cond.cache_bytes is None or name.endswith("_mem") == out
+
+    use = [i for i, n in enumerate(names) if filled(n)]
+    total = np.zeros(len(names))
     shared = cond.cores is not None and cond.cores < s.world_size
     for rnd in s.rounds:
         f = _loads(rnd, s.world_size, item, cond)
+        if not f.any():
+            continue  # nothing leaves a rank: no wait
         if shared:
             f = np.vstack([f, f.sum(axis=0) / cond.cores])
-        total += f[int(np.argmax(f @ weights))]
+        total[use] += f[int(np.argmax(f @ weights[use]))]
+        if cond.latency:
+            total[names.index("latency")] += 1
     return total
 
 
@@ -196,3 +252,14 @@ def predict_us(r: Result, machine: Machine, cond: Conditions = TEXTBOOK) -> floa
     if cond == TEXTBOOK:
         return counted_cost(schedule_of(r), machine, _itemsize(r.type)) * 1e6
     return float(features(r, machine, cond) @ params(machine, cond)) * 1e6
+
+
+def describe(machine: Machine, cond: Conditions = TEXTBOOK) -> str:
+    """The parameters ``cond`` charges, in readable units."""
+    units = {"alpha": (1e6, "us"), "alpha_large": (1e6, "us"), "latency": (1e6, "us")}
+    parts = []
+    for name, v in zip(_names(cond), params(machine, cond)):
+        scale, unit = units.get(name, (1e9, "ns/B"))
+        label = f"alpha (messages of {cond.eager_bytes} B and up)" if name == "alpha_large" else name
+        parts.append(f"{label} {v * scale:.{1 if unit == 'us' else 4}f} {unit}")
+    return ", ".join(parts)

@@ -27,11 +27,21 @@ import numpy as np
 
 from ..cost import Machine
 from .cases import NATIVE
-from .charge import TEXTBOOK, Conditions, TwoPaths, features, machine_of, params, predict_us, schedule_of
+from .charge import (
+    TEXTBOOK,
+    Conditions,
+    CpuMachine,
+    describe,
+    features,
+    machine_of,
+    params,
+    predict_us,
+    schedule_of,
+)
 from .runner import Result
 
 __all__ = [  # what the model counts comes from .charge; the fit and the measurement are here
-    "Conditions", "TEXTBOOK", "TwoPaths", "features", "predict_us", "schedule_of", "Point", "QUIET",
+    "Conditions", "TEXTBOOK", "CpuMachine", "describe", "features", "predict_us", "schedule_of", "Point", "QUIET",
     "measured_us", "modelled", "compare", "median_error", "fit_to_sweep", "every_other_size",
     "fit_held_out", "calibrate_group",
 ]  # fmt: skip
@@ -125,8 +135,9 @@ def fit_to_sweep(
     """Least-squares alpha, beta, gamma from the collectives' own times.
 
     Each point says ``time = alpha m + beta b + gamma g`` with ``(m, b, g)``
-    from :func:`features` (and a second alpha for large messages under an
-    ``eager_bytes`` limit, :class:`TwoPaths`); points are weighted by
+    from :func:`features`, plus the terms that ``cond`` adds (a second
+    alpha, a round latency, beta and gamma out of cache: :class:`CpuMachine`);
+    points are weighted by
     ``1/time`` (relative error counts), and a parameter that comes out
     negative is dropped and the rest refitted. ``train(result) -> bool``
     picks the points fitted on.
@@ -163,11 +174,14 @@ def every_other_size(results: Sequence[Result]):
     return lambda r: order[r.size] % 2 == 0
 
 
-def fit_held_out(meta: dict, results: Sequence[Result], stat: str = "quiet") -> tuple[Machine, list[Point]]:
+def fit_held_out(
+    meta: dict, results: Sequence[Result], stat: str = "quiet", cond: Conditions | None = None
+) -> tuple[Machine, list[Point]]:
     """The book's fit of a recorded sweep: from its ping-pong calibration,
-    under the conditions its ``meta`` records, on every other size; returns
-    the fitted machine and the predicted points of the sizes left out."""
-    cond = Conditions.from_meta(meta)
+    under the conditions its ``meta`` records (or ``cond``), on every other
+    size; returns the fitted machine and the predicted points of the sizes
+    left out."""
+    cond = Conditions.from_meta(meta) if cond is None else cond
     train = every_other_size(modelled(results))  # of the sizes the model speaks for
     fitted = fit_to_sweep(results, Machine(**meta["calibration"]), train=train, cond=cond, stat=stat)
     return fitted, compare([r for r in modelled(results) if not train(r)], fitted, cond=cond, stat=stat)

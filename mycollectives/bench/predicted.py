@@ -2,7 +2,7 @@
 
 ``python -m mycollectives.bench.predicted SWEEP.json [...]`` reads sweeps that
 ``python -m mycollectives.bench ... --calibrate 1 --json SWEEP.json`` wrote,
-fits alpha, beta and gamma on every other size (:func:`model.fit_held_out`,
+fits alpha, beta and gamma (and what the conditions add) on every other size (:func:`model.fit_held_out`,
 under the conditions the sweep's machine records) and prints, for every
 algorithm and size from 64 KiB up, the measured and the predicted time; the
 sizes the fit saw are marked. The summary line is the median relative error
@@ -20,12 +20,6 @@ from .report import read_json, time_str
 from .runner import Result
 
 
-def _large(fitted, cond: model.Conditions) -> str:
-    if not isinstance(fitted, model.TwoPaths):
-        return ""
-    return f" (messages of {cond.eager_bytes} B and up: {fitted.alpha_large * 1e6:.1f} us)"
-
-
 def report(meta: dict, results: Sequence[Result], stat: str = "quiet") -> str:
     """The fitted machine, one line per (size, algorithm), the median errors."""
     fitted, held = model.fit_held_out(meta, results, stat=stat)
@@ -37,8 +31,7 @@ def report(meta: dict, results: Sequence[Result], stat: str = "quiet") -> str:
     lines = [
         f"# model: {r0.collective}, {r0.world_size} ranks, transport {meta.get('transport', 'group')}, "
         f"measured = {stat} (see mycollectives.bench.model.measured_us)",
-        f"# fitted on every other size: alpha {fitted.alpha * 1e6:.1f} us{_large(fitted, cond)}, "
-        f"beta {fitted.beta * 1e9:.4f} ns/B, gamma {fitted.gamma * 1e9:.4f} ns/B",
+        f"# fitted on every other size: {model.describe(fitted, cond)}",
         f"# {'size':>10s}  {'algorithm':>20s}  {'measured':>9s}  {'predicted':>9s}  {'error':>6s}",
     ]
     for q in sorted(points, key=lambda q: (q.size, q.algorithm)):

@@ -9,6 +9,7 @@ where nccl-tests writes "out-of-place"; field widths are nccl-tests'.
 from __future__ import annotations
 
 import csv
+import glob
 import json
 import os
 import platform
@@ -72,6 +73,33 @@ def footer(results: Sequence[Result], algorithms: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
+def last_level_cache() -> int | None:
+    """The largest CPU cache's size in bytes (Linux sysfs, else glibc's
+    sysconf), or None where neither says."""
+    best = None
+    for d in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*"):
+        try:
+            with open(f"{d}/level") as f:
+                level = int(f.read())
+            with open(f"{d}/type") as f:
+                if f.read().strip() == "Instruction":
+                    continue
+            with open(f"{d}/size") as f:
+                text = f.read().strip()
+        except (OSError, ValueError):
+            continue
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        size = int(text.rstrip("KMG")) * scale
+        if best is None or level > best[0]:
+            best = (level, size)
+    if best:
+        return best[1]
+    try:
+        return os.sysconf("SC_LEVEL3_CACHE_SIZE") or os.sysconf("SC_LEVEL2_CACHE_SIZE") or None
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 def machine(backend: str, world_size: int) -> dict:
     """Where the numbers come from: host, CPU, cores, memory, load, software."""
     cpu = platform.processor() or platform.machine()
@@ -88,6 +116,7 @@ def machine(backend: str, world_size: int) -> dict:
     desc = {
         "cpu": cpu,
         "cores": os.cpu_count(),
+        "llc_bytes": last_level_cache(),
         "memory_gib": round(mem, 1) if mem else None,
         "os": platform.platform(),
         "python": sys.version.split()[0],
