@@ -115,6 +115,22 @@ def test_flags_as_nccl_tests():
             check_counts(parser().parse_args(bad.split()))
 
 
+def test_a_calibration_with_one_rank_is_refused_before_anything_starts(monkeypatch):
+    """``--calibrate 1`` ping-pongs ranks 0 and 1: one GPU (world size 1) or
+    ``--nprocs 1`` is refused with what to do, not a traceback from a spawned rank."""
+    from mycollectives.bench.cli import check_world, main
+
+    check_world(parser().parse_args(["--calibrate", "1"]), 2)  # two ranks: fine
+    for var in ("RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(var, raising=False)
+    with pytest.raises(SystemExit, match="needs at least 2 ranks .* this run has 1"):
+        main(["--nprocs", "1", "--calibrate", "1", "-b", "64K", "-e", "1M"])
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")  # under torchrun, one process
+    with pytest.raises(SystemExit, match="this run has 1"):
+        main(["--calibrate", "1"])
+
+
 # the textbook model, and the CPU one (sent plus received bytes, four ranks on two cores)
 @pytest.mark.parametrize("cond", [Conditions(), Conditions(duplex=False, cores=2)])
 def test_the_fit_recovers_a_machine_that_made_the_data(cond):

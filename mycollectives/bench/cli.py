@@ -208,10 +208,21 @@ def check_counts(args) -> None:
             raise SystemExit(f"{flag}: expected at least {least}, got {getattr(args, name)}")
 
 
+def check_world(args, world: int) -> None:
+    """What the world size rules out, refused before any process starts."""
+    if args.calibrate and world < 2:
+        raise SystemExit(
+            f"--calibrate 1: the ping-pong calibration needs at least 2 ranks (ranks 0 and 1 bounce "
+            f"messages), this run has {world}; drop --calibrate or run more ranks"
+        )
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     check_counts(args)
-    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # torchrun
+    torchrun = "RANK" in os.environ and "WORLD_SIZE" in os.environ
+    check_world(args, int(os.environ["WORLD_SIZE"]) if torchrun else args.nprocs or 1)
+    if torchrun:
         device = _device(args)
         if device.type == "cuda":
             torch.cuda.set_device(device)
