@@ -492,3 +492,22 @@ def test_the_wakeup_measurement_times_both_ways_between_two_real_processes():
     assert set(rt) == {"gloo", "pipe"}
     # a round trip is two messages between processes: microseconds, not nothing, not seconds
     assert all(1.0 < v < 1e6 for v in rt.values()), rt
+
+
+def test_the_slurm_script_is_valid_bash_and_passes_the_bench_flags_it_accepts():
+    """``benchmarks/bench_nodes.sbatch`` cannot run here (no GPU nodes): its
+    shell is checked, and the bench's flags in it go through the bench's parser."""
+    import re
+    import shlex
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_nodes.sbatch"
+    subprocess.run(["bash", "-n", str(path)], check=True)
+    text = path.read_text()
+    flags = text.split("-m mycollectives.bench", 1)[1].split('"', 1)[0].replace("\\\n", " ")
+    values = {"$COLL": "all_reduce", "$MIN": "8", "$MAX": "1G", "$OUT": "/tmp/x", "${COLL}": "all_reduce"}
+    argv = [
+        re.sub(r"\$\{?[A-Z]+\}?", lambda m: values.get(m.group(0), m.group(0)), a) for a in shlex.split(flags)
+    ]
+    args = parser().parse_args(argv)
+    assert (args.collective, args.algorithm, args.stepfactor) == ("all_reduce", "all", 2)
+    assert args.json.endswith("all_reduce_mycollectives.json")
