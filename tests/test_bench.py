@@ -70,6 +70,22 @@ def _result(alg="ring", size=1048576, t=55.23, wrong=0, coll="all_reduce", p=8):
     return Result(coll, alg, size, size // 4, "float", "sum", -1, p, t, algbw, busbw, wrong, [t])
 
 
+def _made_by(
+    machine, cond, algorithms=("ring", "recursive_doubling", "reduce_broadcast"), exponents=range(16, 25)
+):
+    """A sweep that the model itself made: 4 ranks, sizes ``2**k``, each
+    point's time (and its single calls, which the book's fit reads) as
+    ``machine`` predicts it under ``cond``."""
+    pts = []
+    for alg in algorithms:
+        for k in exponents:
+            r = _result(alg, 1 << k, 1.0, p=4)
+            r.time_us = predict_us(r, machine, cond)
+            r.calls_us = [r.time_us] * 4
+            pts.append(r)
+    return pts
+
+
 def test_row_lines_up_with_nccl_tests_column_by_column():
     ours = row([_result("ring"), _result("native", t=54.70)], ["ring", "native"])
     theirs = NCCL_TESTS_ROW
@@ -135,12 +151,7 @@ def test_a_calibration_with_one_rank_is_refused_before_anything_starts(monkeypat
 @pytest.mark.parametrize("cond", [Conditions(), Conditions(duplex=False, cores=2)])
 def test_the_fit_recovers_a_machine_that_made_the_data(cond):
     truth = Machine(alpha=50e-6, beta=1e-9, gamma=0.5e-9)
-    pts = []
-    for alg in ("ring", "recursive_doubling", "reduce_broadcast"):
-        for k in range(16, 25):
-            r = _result(alg, 1 << k, 1.0, p=4)
-            r.time_us = predict_us(r, truth, cond)
-            pts.append(r)
+    pts = _made_by(truth, cond)
     fitted = fit_to_sweep(pts, Machine(1e-5, 1e-9, 1e-9), cond=cond)
     assert fitted.alpha == pytest.approx(truth.alpha, rel=1e-3)
     assert fitted.beta == pytest.approx(truth.beta, rel=1e-3)
@@ -154,13 +165,7 @@ def test_the_books_held_out_fit_judges_only_the_sizes_it_did_not_see():
     from mycollectives.bench.model import fit_held_out
 
     truth, cond = Machine(alpha=50e-6, beta=1e-9, gamma=0.5e-9), Conditions(duplex=False, cores=2)
-    pts = []
-    for alg in ("ring", "recursive_doubling", "reduce_broadcast"):
-        for k in range(16, 25):
-            r = _result(alg, 1 << k, 1.0, p=4)
-            r.time_us = predict_us(r, truth, cond)
-            r.calls_us = [r.time_us] * 4  # what the book's fit reads (the quiet calls)
-            pts.append(r)
+    pts = _made_by(truth, cond)
     meta = {
         "cores": 2,
         "max_message_bytes": None,
@@ -355,12 +360,7 @@ def test_a_transport_with_two_paths_charges_each_its_own_alpha():
     small = features(_result("ring", 128 << 10, 1.0, p=4), Machine(), cond)  # 32 KiB per step: all small
     assert list(small[:2]) == [6 * 2 * 4 / 2, 0]
     truth = CpuMachine(alpha=40e-6, alpha_large=90e-6, beta=1e-9, gamma=0.5e-9)
-    pts = []
-    for alg in ("ring", "recursive_doubling", "reduce_broadcast", "direct"):
-        for k in range(16, 25):
-            r = _result(alg, 1 << k, 1.0, p=4)
-            r.time_us = predict_us(r, truth, cond)
-            pts.append(r)
+    pts = _made_by(truth, cond, ("ring", "recursive_doubling", "reduce_broadcast", "direct"))
     fitted = fit_to_sweep(pts, Machine(1e-5, 1e-9, 1e-9), cond=cond)
     assert isinstance(fitted, CpuMachine)
     assert fitted.alpha == pytest.approx(truth.alpha, rel=1e-3)
@@ -386,12 +386,7 @@ def test_a_round_costs_its_latency_once_however_many_messages_it_carries():
     assert features(direct, m, cond)[:2].tolist() == [2 * 3 * 2, 2]  # 2 rounds of 3 sends and 3 receives
     # a ping-pong calibration (a plain Machine) has no latency
     assert params(Machine(alpha=1e-5, beta=1e-9, gamma=1e-9), cond)[1] == 0.0
-    pts = []
-    for alg in ("ring", "recursive_doubling", "reduce_broadcast", "direct"):
-        for k in range(16, 25):
-            r = _result(alg, 1 << k, 1.0, p=4)
-            r.time_us = predict_us(r, m, cond)
-            pts.append(r)
+    pts = _made_by(m, cond, ("ring", "recursive_doubling", "reduce_broadcast", "direct"))
     fitted = fit_to_sweep(pts, Machine(1e-5, 1e-9, 1e-9), cond=cond)
     assert fitted.latency == pytest.approx(m.latency, rel=1e-3)
     assert fitted.alpha == pytest.approx(m.alpha, rel=1e-3)
@@ -417,12 +412,9 @@ def test_buffers_that_outgrow_the_cache_move_at_the_speed_of_memory():
     assert fl[2] == fl[3] == 0  # out of cache: twice the bytes, at memory speed
     assert fl[4] == 2 * fs[2] and fl[5] == 2 * fs[3]
     assert fs[0] == fl[0] and fs[1] == fl[1] == 6  # messages and rounds do not care
-    pts = []
-    for alg in ("ring", "recursive_doubling", "reduce_broadcast", "direct", "rabenseifner"):
-        for k in range(16, 27):
-            r = _result(alg, 1 << k, 1.0, p=4)
-            r.time_us = predict_us(r, m, cond)
-            pts.append(r)
+    pts = _made_by(
+        m, cond, ("ring", "recursive_doubling", "reduce_broadcast", "direct", "rabenseifner"), range(16, 27)
+    )
     fitted = fit_to_sweep(pts, Machine(1e-5, 1e-9, 1e-9), cond=cond)
     for name in ("beta", "gamma", "beta_mem", "gamma_mem", "latency"):
         assert getattr(fitted, name) == pytest.approx(getattr(m, name), rel=1e-3), name
@@ -448,13 +440,11 @@ def test_predicted_reports_every_point_and_the_held_out_error(tmp_path, capsys):
 
     truth = CpuMachine(alpha=50e-6, latency=30e-6, beta=1e-9, gamma=0.5e-9)
     cond = Conditions(duplex=False, cores=2, latency=True)  # what from_meta makes of the meta below
-    results = []
-    for alg in ("ring", "recursive_doubling", "reduce_broadcast", "native"):
-        for k in range(14, 25):
-            r = _result(alg, 1 << k, 1.0, p=4)
-            r.time_us = 1.0 if alg == "native" else predict_us(r, truth, cond)
-            r.calls_us = [r.time_us] * 4
-            results.append(r)
+    results = _made_by(truth, cond, exponents=range(14, 25))
+    for k in range(14, 25):  # the backend's own: not the model's to predict
+        native = _result("native", 1 << k, 1.0, p=4)
+        native.calls_us = [1.0] * 4
+        results.append(native)
     meta = {"cores": 2, "max_message_bytes": None, "transport": "group",
             "calibration": {"alpha": 1e-5, "beta": 1e-9, "gamma": 1e-9}}  # fmt: skip
     write_json(str(tmp_path / "sweep.json"), results, meta)
