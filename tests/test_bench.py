@@ -457,6 +457,12 @@ def test_predicted_reports_every_point_and_the_held_out_error(tmp_path, capsys):
     assert all(r[4] == "0.0%" for r in rows)
     # held out: the sizes at odd positions of the sweep (2^15 ... 2^23), from 64 KiB up
     assert "median relative error: 0.0 % on the 12 points" in out
+    assert "the fit saw" not in out  # 5 sizes fitted, 4 parameters
+    sparse = [r for r in results if r.size in (1 << 16, 1 << 18, 1 << 20, 1 << 22)]
+    write_json(str(tmp_path / "sparse.json"), sparse, meta)
+    main([str(tmp_path / "sparse.json")])
+    out = capsys.readouterr().out
+    assert "# the fit saw 2 sizes for the model's 4 parameters" in out and "-f 2" in out
     del meta["calibration"]
     write_json(str(tmp_path / "bare.json"), results, meta)
     with pytest.raises(SystemExit, match="--calibrate 1"):

@@ -44,6 +44,13 @@ def report(meta: dict, results: Sequence[Result], stat: str = "quiet") -> str:
         f"# median relative error: {100 * model.median_error(held):.1f} % on the {len(held)} points of "
         f"sizes the fit did not see ({100 * model.median_error(points):.1f} % on all {len(points)})"
     )
+    seen_sizes = len({q.size for q in points} - {q.size for q in held})
+    k = len(model.params(fitted, cond))
+    if seen_sizes < k:
+        lines.append(
+            f"# the fit saw {seen_sizes} sizes for the model's {k} parameters: the held-out error judges "
+            "the parameters as much as the model; more sizes (-f 2, a wider -b/-e) give the fit more to go on"
+        )
     return "\n".join(lines)
 
 
