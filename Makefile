@@ -1,6 +1,8 @@
-# make book : build the rendered book into _build/html
-# make test : ruff, the book, then every test (package, multi-process gloo,
-#             nbval on every notebook, every page in headless Chromium)
+# make book      : build the rendered book into _build/html
+# make test      : ruff, the book, then every test (package, multi-process gloo,
+#                  nbval on every notebook, every page in headless Chromium)
+# make test-fast : ruff and the package's tests, multi-process ones included:
+#                  no book, no browser (a few minutes)
 # Each target creates .venv and installs what it needs on first use.
 
 PYTHON ?= python3
@@ -10,7 +12,7 @@ PY := $(VENV)/bin/python
 # elsewhere pip fetches it (or, failing that, any torch the platform offers).
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: test book lint format clean
+.PHONY: test test-fast book lint format clean
 
 $(VENV)/.base:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +41,9 @@ format: $(VENV)/.test
 # builds it first; a warm build re-executes nothing.
 test: lint book
 	$(PY) -m pytest -q -ra tests
+
+test-fast: lint
+	$(PY) -m pytest -q -ra -m "not book and not browser" tests
 
 # MathJax is served from the build, not a CDN: the rendered book (and the
 # browser test) must work offline. npm is the registry that ships it.

@@ -10,7 +10,7 @@ call by call, each call timed on its own:
   point-to-point calls;
 * ``ours``: ``mycollectives.all_reduce(..., algorithm="direct", check=False)``,
   the same messages through the schedule and the executor, with the
-  transport's defaults (``MYCOLLECTIVES_MAX_MESSAGE_BYTES`` applies).
+  transport's defaults.
 
 For each repetition it records every call's wall time (the slowest rank) and
 the CPU time of all ranks together (user + system, every thread), so the
@@ -24,11 +24,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import statistics
 import sys
-import tempfile
 import time
 
 import torch
@@ -66,39 +64,35 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def _worker(rank: int, p: int, store: str, nbytes: int, reps: int, out: str | None) -> None:
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=p)
-    try:
-        t = torch.empty(nbytes // 4)
-        staging = torch.empty((p - 1) * (t.numel() // p))
-        calls = {
-            "native": lambda: dist.all_reduce(t),
-            "handwritten": lambda: handwritten_direct(t, staging),
-            "ours": lambda: mc.all_reduce(t, algorithm="direct", check=False),
-        }
-        for name, call in calls.items():  # correctness first, then one warm-up call
-            t.fill_(rank + 1)
-            call()
-            if not torch.all(t == p * (p + 1) / 2):
-                raise RuntimeError(f"rank {rank}: {name} all-reduce gave a wrong result")
-            call()
-        samples = {v: [] for v in VARIANTS}
-        for rep in range(reps):
-            order = VARIANTS[rep % 3 :] + VARIANTS[: rep % 3]
-            for v in order:
-                dist.barrier()
-                c0, w0 = _cpu(), time.perf_counter()
-                calls[v]()
-                x = torch.tensor([time.perf_counter() - w0, _cpu() - c0], dtype=torch.float64)
-                wall, cpu = x.clone(), x.clone()
-                dist.all_reduce(wall, dist.ReduceOp.MAX)
-                dist.all_reduce(cpu)
-                samples[v].append((wall[0].item() * 1e3, cpu[1].item() * 1e3))
-        if rank == 0:
-            report(samples, p, nbytes, out)
-    finally:
-        dist.destroy_process_group()
+def _worker(rank: int, nbytes: int, reps: int, out: str | None) -> None:
+    p = dist.get_world_size()
+    t = torch.empty(nbytes // 4)
+    staging = torch.empty((p - 1) * (t.numel() // p))
+    calls = {
+        "native": lambda: dist.all_reduce(t),
+        "handwritten": lambda: handwritten_direct(t, staging),
+        "ours": lambda: mc.all_reduce(t, algorithm="direct", check=False),
+    }
+    for name, call in calls.items():  # correctness first, then one warm-up call
+        t.fill_(rank + 1)
+        call()
+        if not torch.all(t == p * (p + 1) / 2):
+            raise RuntimeError(f"rank {rank}: {name} all-reduce gave a wrong result")
+        call()
+    samples = {v: [] for v in VARIANTS}
+    for rep in range(reps):
+        order = VARIANTS[rep % 3 :] + VARIANTS[: rep % 3]
+        for v in order:
+            dist.barrier()
+            c0, w0 = _cpu(), time.perf_counter()
+            calls[v]()
+            x = torch.tensor([time.perf_counter() - w0, _cpu() - c0], dtype=torch.float64)
+            wall, cpu = x.clone(), x.clone()
+            dist.all_reduce(wall, dist.ReduceOp.MAX)
+            dist.all_reduce(cpu)
+            samples[v].append((wall[0].item() * 1e3, cpu[1].item() * 1e3))
+    if rank == 0:
+        report(samples, p, nbytes, out)
 
 
 def report(samples: dict, p: int, nbytes: int, out: str | None) -> None:
@@ -130,11 +124,10 @@ def main() -> None:
     nbytes = parse_size(args.size)
     if nbytes % (4 * args.nprocs):
         raise SystemExit(f"--size must be a multiple of 4 * nprocs = {4 * args.nprocs} bytes")
-    import torch.multiprocessing as tmp
-
-    with tempfile.TemporaryDirectory() as d:
-        store = os.path.join(d, "store")
-        tmp.spawn(_worker, args=(args.nprocs, store, nbytes, args.reps, args.json), nprocs=args.nprocs)
+    try:
+        mc.run_gloo(_worker, args.nprocs, nbytes, args.reps, args.json, timeout=3600)
+    except RuntimeError as e:
+        raise SystemExit(str(e)) from None
 
 
 if __name__ == "__main__":

@@ -7,28 +7,47 @@ The API mirrors ``torch.distributed`` (same names, same argument order), plus
     mc.all_reduce(tensor, op=mc.ReduceOp.SUM, algorithm="ring")
     mc.algorithms("all_reduce")   # the menu
     mc.run_local(fn, 4)           # fn(rank) on 4 ranks in this process
+    mc.run_gloo(fn, 4)            # ... or on 4 gloo processes
 
 ``group`` is a torch process group (gloo, NCCL, ...), a transport, or None:
-the enclosing local world, else torch's default group. Layers, bottom up:
-``transport`` (moves bytes), ``schedule`` and ``algorithms`` (algorithms as
-data), ``executor`` (runs one rank's part), and the API in ``api``. Beside
-them ``verify`` proves a schedule correct by symbolic execution.
+the enclosing local world, else torch's default group. Layers, bottom up
+(``mycollectives.layers`` lists them, and a test holds every import to them):
+``schedule`` (rounds of transfers), ``transport`` (moves bytes),
+``collectives`` (what each collective is: one record each), ``algorithms``
+(the menu of schedule builders), ``verify``, ``plan``, ``executor`` and
+``cost`` (consumers of schedules), ``auto``, and the API in ``api``. Above
+the API: ``pingpong`` (calibration), ``sim``, ``viz``, ``bench``,
+``exercises``, ``memory``.
 """
 
 from __future__ import annotations
 
 from .algorithms import algorithms
-from .api.all_to_all import all_to_all, all_to_all_single
-from .api.barrier import barrier
-from .api.broadcast import broadcast
-from .api.gather import all_gather, all_gather_into_tensor, gather, scatter
-from .api.group import get_rank, get_world_size
-from .api.p2p import irecv, isend, recv, send
-from .api.reduce import all_reduce, reduce
-from .api.reduce_scatter import reduce_scatter, reduce_scatter_tensor
+from .api import (
+    all_gather,
+    all_gather_into_tensor,
+    all_reduce,
+    all_to_all,
+    all_to_all_single,
+    barrier,
+    broadcast,
+    gather,
+    get_rank,
+    get_world_size,
+    irecv,
+    isend,
+    recv,
+    reduce,
+    reduce_scatter,
+    reduce_scatter_tensor,
+    scatter,
+    send,
+)
 from .errors import CollectiveError, CollectiveTimeout, DeadlockError, PeerError
 from .ops import ReduceOp
+from .pingpong import calibrate
 from .transport import LocalWorld, run_local
+from .transport.gloo import GlooPool, run_gloo
 from .verify import VerificationError, verify
 
 __version__ = "0.1.0"
@@ -37,7 +56,10 @@ __all__ = [
     "ReduceOp",
     "algorithms",
     "run_local",
+    "run_gloo",
+    "GlooPool",
     "LocalWorld",
+    "calibrate",
     "get_rank",
     "get_world_size",
     "send",

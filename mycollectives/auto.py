@@ -1,17 +1,17 @@
 """``algorithm="auto"``: the algorithm the cost model finds fastest (chapter 3).
 
 Like NCCL's tuner, which times every algorithm and protocol as
-``latency + bytes / bandwidth`` and takes the minimum, ``choose`` evaluates
-the closed-form alpha-beta-gamma time of every algorithm on the menu
-(:func:`mycollectives.cost.predict`) and returns the cheapest. The answer
+``latency + bytes / bandwidth`` and takes the minimum, :func:`choose` counts
+the alpha-beta-gamma time of every algorithm on the menu from its schedule
+(:func:`mycollectives.cost.predict`) and returns the cheapest: a newly
+registered algorithm is a candidate at once, formula or not. The answer
 depends only on its arguments, so every rank picks the same algorithm.
 
-``hierarchical`` needs the node size; it is considered only when
-``local_size`` is given and divides the world size.
+An algorithm that needs the node size (``hierarchical``) is considered only
+when ``local_size`` is given and divides the world size.
 
-The answer is cached: ranking the menu costs tens of microseconds of Python,
-which a small collective would pay on every call (the benchmarks page
-compares sweeps recorded before and after the cache).
+The answer is cached per call shape: ranking the menu builds a schedule per
+algorithm, which a small collective would otherwise pay on every call.
 """
 
 from __future__ import annotations
@@ -28,10 +28,12 @@ def choose(
     nbytes: int,
     machine: Machine | None = None,
     local_size: int | None = None,
+    itemsize: int = 4,
 ) -> str:
-    """The algorithm ``auto`` runs for ``nbytes`` per rank on ``world_size`` ranks.
+    """The algorithm ``auto`` runs for a call of nccl-tests' ``size`` ``nbytes``.
 
     >>> choose("all_reduce", 8, 64), choose("all_reduce", 8, 64 << 20)
     ('recursive_doubling', 'rabenseifner')
     """
-    return cheapest(collective, world_size, nbytes, machine or DEFAULT_MACHINE, local_size=local_size)
+    machine = machine or DEFAULT_MACHINE
+    return cheapest(collective, world_size, nbytes, machine, itemsize=itemsize, local_size=local_size)

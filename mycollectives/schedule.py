@@ -112,10 +112,6 @@ class Schedule:
     def __len__(self) -> int:
         return len(self.rounds)
 
-    @property
-    def num_transfers(self) -> int:
-        return sum(len(r) for r in self.rounds)
-
 
 # --- chunks of a buffer ------------------------------------------------------
 
@@ -169,13 +165,6 @@ def split(n: int, k: int, start: int = 0) -> Chunks:
     return Chunks(offsets, counts.astype(np.int64))
 
 
-def from_counts(counts: Sequence[int], start: int = 0) -> Chunks:
-    """Chunks laid end to end with the given sizes."""
-    counts = np.asarray(counts, dtype=np.int64)
-    offsets = start + np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-    return Chunks(offsets[: len(counts)], counts)
-
-
 def num_segments(count: int, segment: int | None) -> int:
     """How many pipeline segments a region of ``count`` elements is cut into."""
     if not segment or segment <= 0 or count <= segment:
@@ -200,11 +189,6 @@ def relabel(rounds: Iterable[Round], ranks: Sequence[int]) -> list[Round]:
     for r in rounds:
         out.append(Round(table[r.src], table[r.dst], r.sbuf, r.soff, r.dbuf, r.doff, r.count, r.reduce))
     return out
-
-
-def nonempty(rounds: Iterable[Round]) -> list[Round]:
-    """Drop rounds with no transfers (world size 1, zero elements)."""
-    return [r for r in rounds if len(r)]
 
 
 def floor_pow2(p: int) -> int:

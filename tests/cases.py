@@ -15,6 +15,7 @@ import torch
 import torch.distributed as dist
 
 import mycollectives as mc
+from mycollectives.collectives import RECORDS, Spec, numpy_reduce
 
 DTYPES = {
     "float32": torch.float32,
@@ -24,13 +25,11 @@ DTYPES = {
     "int32": torch.int32,
     "int64": torch.int64,
 }
-REDUCING = {"reduce", "all_reduce", "reduce_scatter", "reduce_scatter_tensor"}
-ROOTED = {"broadcast", "reduce", "scatter", "gather"}
-VARIANTS = {
-    "all_gather": ("all_gather_into_tensor", "all_gather"),
-    "reduce_scatter": ("reduce_scatter_tensor", "reduce_scatter"),
-    "all_to_all": ("all_to_all_single", "all_to_all"),
-}
+# every torch.distributed function, under the record of the collective it runs
+APIS = {c.name: c for c in RECORDS} | {alias: c for c in RECORDS for alias in c.aliases}
+REDUCING = {api for api, c in APIS.items() if c.reducing}
+ROOTED = {api for api, c in APIS.items() if c.rooted}
+VARIANTS = {c.name: (*c.aliases, c.name) for c in RECORDS if c.aliases}  # the tensor form first
 
 
 def ops_for(dtype: str) -> list[str]:
@@ -164,40 +163,38 @@ def call(case: Case, rank: int, impl: str, group=None) -> list[np.ndarray]:
     return [o.float().numpy().copy() if o.dtype == torch.bfloat16 else o.numpy().copy() for o in outs]
 
 
-def _reduce(stack: np.ndarray, op: str) -> np.ndarray:
-    f = {"SUM": np.sum, "AVG": np.mean, "PRODUCT": np.prod, "MIN": np.min, "MAX": np.max}[op]
-    return f(stack.astype(np.float64), axis=0)
-
-
 def oracle(case: Case) -> list[list[np.ndarray]]:
-    """What every rank's outputs must be, computed with NumPy from all inputs."""
-    p, n = case.p, case.n
+    """What every rank's outputs must be: the collective's record's NumPy oracle
+    on every rank's inputs, flattened, then cut as ``case.api`` returns them."""
+    p, n, c = case.p, case.n, APIS[case.api]
     ins = [inputs(case, r) for r in range(p)]
-    as_np = [
-        {k: (v.double().numpy() if isinstance(v, torch.Tensor) else v) for k, v in a.items()} for a in ins
-    ]
-    api = case.api
-    if api == "broadcast":
-        return [[as_np[case.root]["tensor"]]] * p
-    if api in ("all_reduce", "reduce"):
-        total = _reduce(np.stack([a["tensor"] for a in as_np]), case.op)
-        return [[total] if api == "all_reduce" or r == case.root else [] for r in range(p)]
-    if api in ("all_gather_into_tensor", "all_gather"):
-        full = np.concatenate([a["input"] for a in as_np])
-        return [[full] if api.endswith("tensor") else np.split(full, p)] * p
-    if api in ("reduce_scatter_tensor", "reduce_scatter"):
-        total = _reduce(np.stack([a["input"] for a in as_np]), case.op)
-        return [[total[r * n : (r + 1) * n]] for r in range(p)]
-    if api == "scatter":
-        root_list = [x.double().numpy() for x in ins[case.root]["list"]]
-        return [[root_list[r]] for r in range(p)]
-    if api == "gather":
-        return [[a["tensor"] for a in as_np] if r == case.root else [] for r in range(p)]
-    m = splits(case)
-    blocks = [np.split(a["input"], np.cumsum(m[s])[:-1]) for s, a in enumerate(as_np)]
-    if api == "all_to_all_single":
-        return [[np.concatenate([blocks[s][r] for s in range(p)])] for r in range(p)]
-    return [[blocks[s][r] for s in range(p)] for r in range(p)]
+    if c.name == "all_to_all":
+        m = splits(case) * 2  # rows of two elements
+        spec = Spec(c.name, p, splits=tuple(map(tuple, m.tolist())))
+        flat = [a["input"].double().numpy().reshape(-1) for a in ins]
+    else:
+        spec = Spec(c.name, p, count=n, root=case.root)
+        key = "list" if c.name == "scatter" else "tensor" if c.in_place or c.name == "gather" else "input"
+        flat = [_flat(a[key]) for a in ins]
+    outs = c.oracle(
+        spec,
+        [x if c.has_input(spec, r) else None for r, x in enumerate(flat)],
+        numpy_reduce(case.op or "SUM"),
+    )
+    if c.name == "all_to_all":
+        rows = [o.reshape(-1, 2) for o in outs]
+        if case.api == "all_to_all":
+            return [np.split(rows[r], np.cumsum(splits(case)[:, r])[:-1]) for r in range(p)]
+        return [[x] for x in rows]
+    if case.api in ("all_gather", "gather"):  # the list forms: one tensor per rank
+        return [np.split(o, p) if o is not None else [] for o in outs]
+    return [[o] if o is not None else [] for o in outs]
+
+
+def _flat(x) -> np.ndarray:
+    if isinstance(x, list):
+        return np.concatenate([t.double().numpy().reshape(-1) for t in x]) if x else np.zeros(0)
+    return x.double().numpy().reshape(-1)
 
 
 def compare(case: Case, rank: int, got: list[np.ndarray], want: list[np.ndarray]) -> str | None:

@@ -1,19 +1,70 @@
-"""Shared test helpers: the menu of (collective, algorithm) pairs and spec options."""
+"""Shared test helpers, and the markers that say what a test needs.
+
+Markers (``pyproject.toml``): ``multiprocess`` (starts processes: gloo
+groups, torchrun, the bench's subprocesses), ``book`` (executes the book's
+notebooks), ``browser`` (drives Chromium), ``gpu`` (needs CUDA; skipped
+with that reason on a machine without one). ``make test-fast`` runs every
+test but the book's and the browser's. The markers are held complete: a test
+that starts a process without being marked ``multiprocess``, ``book`` or
+``browser`` fails, saying so.
+"""
 
 from __future__ import annotations
 
+import multiprocessing.process
+import subprocess
+
 import numpy as np
+import pytest
 
 import mycollectives as mc
-from mycollectives.algorithms import COLLECTIVES
+from mycollectives.algorithms import COLLECTIVES, uses
+from mycollectives.collectives import COLLECTIVE
 
 MENU = [(c, a) for c in COLLECTIVES for a in mc.algorithms(c)]
-ROOTED = {"broadcast", "reduce", "scatter", "gather"}
+ROOTED = {c for c in COLLECTIVES if COLLECTIVE[c].rooted}
+STARTS_PROCESSES = ("multiprocess", "book", "browser")
+
+
+@pytest.fixture(autouse=True)
+def _processes_only_where_marked(request, monkeypatch):
+    """Refuse to start a process in a test not marked for it."""
+    if any(request.node.get_closest_marker(m) for m in STARTS_PROCESSES):
+        return
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(
+            f"{request.node.nodeid} starts a process: mark it @pytest.mark.multiprocess "
+            "(or book, or browser), so that `make test-fast` and the markers tell the truth"
+        )
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refuse)
+
+
+def pytest_collection_modifyitems(config, items):
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (none on this machine)")
+    for item in items:
+        if item.get_closest_marker("gpu"):
+            item.add_marker(skip)
 
 
 def local_size_for(p: int) -> int:
     """A node size that divides p and gives more than one node where possible."""
     return next(ls for ls in (2, 3, 1) if p % ls == 0)
+
+
+def options_for(collective: str, algorithm: str, p: int, segment: int = 2) -> dict:
+    """The Spec options ``algorithm`` reads, set to small values that exercise them."""
+    reads = uses(collective, algorithm)
+    return {
+        **({"segment": segment} if "segment" in reads else {}),
+        **({"local_size": local_size_for(p)} if "local_size" in reads else {}),
+    }
 
 
 def random_splits(rng: np.random.Generator, p: int, high: int = 4) -> tuple[tuple[int, ...], ...]:

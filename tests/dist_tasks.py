@@ -112,28 +112,6 @@ def compare_on(transport, rank: int, cases: list[Case]) -> tuple[list[str], int]
     return problems, len(cases)
 
 
-def compare_cases_segmented(rank: int, cases: list[Case], max_bytes: int) -> tuple[list[str], int]:
-    """``compare_cases`` with messages cut at ``max_bytes``: every transfer is
-    segmented. Run twice, with the executor's early sends of the next round
-    off (the default) and on."""
-    from mycollectives.executor import EARLY_SENDS_ENV
-    from mycollectives.transport.torch_dist import transport_for
-
-    t = transport_for(None)
-    old, t.max_message_bytes = t.max_message_bytes, max_bytes
-    problems, count = [], 0
-    try:
-        for early in ("0", "1"):
-            os.environ[EARLY_SENDS_ENV] = early
-            got, n = compare_cases(rank, cases)
-            problems += [f"(early sends {early}) {msg}" for msg in got]
-            count += n
-        return problems, count
-    finally:
-        t.max_message_bytes = old
-        os.environ.pop(EARLY_SENDS_ENV, None)
-
-
 def shm_path(rank: int, cases: list[Case], eager: int) -> tuple[list[str], int]:
     """The shared-memory transport, every message of ``eager`` bytes or more
     through /dev/shm, checked against torch.distributed."""
@@ -219,7 +197,7 @@ def shm_skip_collective(rank: int, skipper: int, timeout: float) -> str:
 def transport_env(rank: int) -> list[str]:
     """``MYCOLLECTIVES_TRANSPORT`` on a new subgroup: a bad value is refused,
     ``shm`` gives the shared-memory transport, which then runs a collective."""
-    from mycollectives.transport.torch_dist import TRANSPORT_ENV, transport_for
+    from mycollectives.transport import TRANSPORT_ENV, transport_for
 
     seen = []
     group = dist.new_group(list(range(dist.get_world_size())))

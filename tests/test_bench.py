@@ -1,10 +1,9 @@
 """The benchmark: nccl-tests' vocabulary and format, arguments, the model fit,
 and one tiny real two-process run (performance itself is measured by
-``benchmarks/run_sweeps.sh``, never asserted here)."""
+``benchmarks/record.sh``, never asserted here)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import subprocess
 import sys
@@ -15,19 +14,21 @@ import pytest
 
 from mycollectives.bench import busbw_factor, parse_size, sizes
 from mycollectives.bench.cli import algorithm_list, parser
-from mycollectives.bench.factors import bandwidths, count_for
-from mycollectives.bench.model import (
-    Conditions,
+from mycollectives.bench.factors import bandwidths
+from mycollectives.bench.predicted import (
     compare,
-    features,
-    fit_to_sweep,
+    fit_held_out,
+    fit_results,
     measured_us,
     median_error,
-    predict_us,
+    schedule_of,
 )
 from mycollectives.bench.report import header, parse_table, row, time_str, write_json
 from mycollectives.bench.runner import Result
+from mycollectives.collectives import record
 from mycollectives.cost import Machine
+from mycollectives.cost.cpu import CpuModel
+from mycollectives.cost.fit import Textbook, counts, describe, model_time
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -57,8 +58,9 @@ def test_sizes_and_counts():
         parse_size("lots")
     assert sizes(8, 64, 2) == [8, 16, 32, 64]
     assert sizes(100, 400, step_bytes=100) == [100, 200, 300, 400]
-    assert count_for("all_gather", 1000, 3, 4) == 249  # 250 elements, rounded to a multiple of 3
-    assert count_for("all_reduce", 1000, 3, 4) == 250
+    ag, ar = record("all_gather"), record("all_reduce")
+    assert ag.size(ag.spec(3, 1000, 4), 4) == 249 * 4  # 250 elements, rounded to a multiple of 3
+    assert ar.size(ar.spec(3, 1000, 4), 4) == 250 * 4
 
 
 def test_time_field_as_nccl_tests():
@@ -71,19 +73,23 @@ def _result(alg="ring", size=1048576, t=55.23, wrong=0, coll="all_reduce", p=8):
 
 
 def _made_by(
-    machine, cond, algorithms=("ring", "recursive_doubling", "reduce_broadcast"), exponents=range(16, 25)
+    model, params, algorithms=("ring", "recursive_doubling", "reduce_broadcast"), exponents=range(16, 25)
 ):
     """A sweep that the model itself made: 4 ranks, sizes ``2**k``, each
     point's time (and its single calls, which the book's fit reads) as
-    ``machine`` predicts it under ``cond``."""
+    ``model`` gives it under ``params``."""
     pts = []
     for alg in algorithms:
         for k in exponents:
             r = _result(alg, 1 << k, 1.0, p=4)
-            r.time_us = predict_us(r, machine, cond)
+            r.time_us = model_time(model, schedule_of(r), params) * 1e6
             r.calls_us = [r.time_us] * 4
             pts.append(r)
     return pts
+
+
+def _us(model, alg: str, size: int, params, p: int = 4) -> float:
+    return model_time(model, schedule_of(_result(alg, size, 1.0, p=p)), params) * 1e6
 
 
 def test_row_lines_up_with_nccl_tests_column_by_column():
@@ -148,35 +154,31 @@ def test_a_calibration_with_one_rank_is_refused_before_anything_starts(monkeypat
 
 
 # the textbook model, and the CPU one (sent plus received bytes, four ranks on two cores)
-@pytest.mark.parametrize("cond", [Conditions(), Conditions(duplex=False, cores=2)])
-def test_the_fit_recovers_a_machine_that_made_the_data(cond):
-    truth = Machine(alpha=50e-6, beta=1e-9, gamma=0.5e-9)
-    pts = _made_by(truth, cond)
-    fitted = fit_to_sweep(pts, Machine(1e-5, 1e-9, 1e-9), cond=cond)
-    assert fitted.alpha == pytest.approx(truth.alpha, rel=1e-3)
-    assert fitted.beta == pytest.approx(truth.beta, rel=1e-3)
-    assert median_error(compare(pts, fitted, cond=cond)) < 1e-6
-    assert features(pts[0], truth)[0] == 6  # ring on 4 ranks: 2(p-1) messages
+@pytest.mark.parametrize("model", [Textbook(), CpuModel(cores=2)], ids=["textbook", "cpu"])
+def test_the_fit_recovers_a_machine_that_made_the_data(model):
+    truth = model.start(Machine(alpha=50e-6, beta=1e-9, gamma=0.5e-9))
+    pts = _made_by(model, truth)
+    fitted = fit_results(pts, model, model.start(Machine(1e-5, 1e-9, 1e-9)))
+    assert fitted == pytest.approx(truth, rel=1e-3)
+    assert median_error(compare(pts, model, fitted)) < 1e-6
+    assert counts(Textbook(), schedule_of(pts[0]), [1.0, 0, 0])[0] == 6  # ring on 4 ranks: 2(p-1) messages
 
 
 def test_the_books_held_out_fit_judges_only_the_sizes_it_did_not_see():
-    """``fit_held_out``: the recorded sweep's conditions and calibration in,
-    points back for every other size only, predicted by the fitted machine."""
-    from mycollectives.bench.model import fit_held_out
-
-    truth, cond = Machine(alpha=50e-6, beta=1e-9, gamma=0.5e-9), Conditions(duplex=False, cores=2)
-    pts = _made_by(truth, cond)
-    meta = {
-        "cores": 2,
-        "max_message_bytes": None,
-        "calibration": {"alpha": 1e-5, "beta": 1e-9, "gamma": 1e-9},
-    }
-    fitted, held = fit_held_out(meta, pts)
+    """``fit_held_out``: the recorded sweep's machine and calibration in,
+    points back for every other size only, predicted by the fitted parameters."""
+    model = CpuModel(cores=2)
+    truth = model.start(Machine(alpha=50e-6, beta=1e-9, gamma=0.5e-9))
+    pts = _made_by(model, truth)
+    meta = {"cores": 2, "calibration": {"alpha": 1e-5, "beta": 1e-9, "gamma": 1e-9}}
+    got, fitted, held = fit_held_out(meta, pts)
+    assert got == model
     assert sorted({q.size for q in held}) == [1 << k for k in range(17, 25, 2)]
-    assert fitted.alpha == pytest.approx(truth.alpha, rel=1e-3)
+    assert fitted == pytest.approx(truth, rel=1e-3)
     assert median_error(held) < 1e-6
 
 
+@pytest.mark.multiprocess
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("transport,expected", [("auto", "shm"), ("group", "group")])
 def test_a_tiny_real_two_process_run(tmp_path, transport, expected):
@@ -200,6 +202,7 @@ def test_a_tiny_real_two_process_run(tmp_path, transport, expected):
     assert {r["algorithm"] for r in data["results"]} == {"ring", "auto", "native"}
 
 
+@pytest.mark.multiprocess
 @pytest.mark.timeout(180)
 def test_a_calibrated_run_times_single_calls_and_prints_the_model(tmp_path):
     """``--calibrate 1``: ping-pong first, every call timed on its own (the
@@ -228,6 +231,7 @@ def test_a_calibrated_run_times_single_calls_and_prints_the_model(tmp_path):
                                                  for a in ("ring", "recursive_doubling")}  # fmt: skip
 
 
+@pytest.mark.multiprocess
 @pytest.mark.timeout(180)
 def test_the_p2p_floor_script_checks_and_pairs_its_three_all_reduces(tmp_path):
     """benchmarks/p2p_floor.py: every variant is checked for the right sum
@@ -246,6 +250,7 @@ def test_the_p2p_floor_script_checks_and_pairs_its_three_all_reduces(tmp_path):
     assert "native / this, paired" in done.stdout
 
 
+@pytest.mark.multiprocess
 def test_the_p2p_floor_script_refuses_sizes_it_cannot_split():
     script = ROOT / "benchmarks" / "p2p_floor.py"
     done = subprocess.run([sys.executable, str(script), "--nprocs", "3", "--size", "1K"],
@@ -257,26 +262,28 @@ def test_plots_draw_every_algorithm(tmp_path):
     pytest.importorskip("matplotlib")
     from mycollectives.bench.plot import model_axes, plot_busbw
 
-    rows = [_result(a, 1 << k, 10.0 * k) for a in ("ring", "native") for k in (10, 12, 14)]
+    rows = [_result(a, 1 << k, 10.0 * k) for a in ("ring", "native") for k in (16, 18, 20)]
     fig = plot_busbw(rows, str(tmp_path / "busbw.png"), "test")
     assert (tmp_path / "busbw.png").stat().st_size > 0
     assert [ln.get_label() for ln in fig.axes[0].get_lines()] == ["ring", "native"]
-    pts = compare([r for r in rows if r.algorithm == "ring"], Machine(1e-5, 1e-9, 0.0), min_bytes=0)
+    pts = compare([r for r in rows if r.algorithm == "ring"], Textbook(), [1e-5, 1e-9, 0.0])
+    assert len(pts) == 3
     model_axes(fig.axes[0], pts)
 
 
 def test_shared_cores_charge_a_round_its_total_work():
     """Four ranks on two cores: a ring round in which every rank moves data
     lasts the total over the cores, twice its busiest rank's share."""
-    m = Machine(alpha=0.0, beta=1e-9, gamma=0.0)
-    r = _result("ring", 1 << 20, 1.0, p=4)
-    loopback = Conditions(duplex=False)
-    alone, shared = predict_us(r, m, loopback), predict_us(r, m, Conditions(duplex=False, cores=2))
+    beta_only = [0.0, 0.0, 1e-9, 0.0]
+    alone, shared = (
+        _us(CpuModel(), "ring", 1 << 20, beta_only),
+        _us(CpuModel(cores=2), "ring", 1 << 20, beta_only),
+    )
     assert shared == pytest.approx(2 * alone)
-    assert predict_us(r, m, Conditions(duplex=False, cores=4)) == pytest.approx(alone)  # enough cores
+    assert _us(CpuModel(cores=4), "ring", 1 << 20, beta_only) == pytest.approx(alone)  # enough cores
     # a binomial tree's last reduce round has two busy ranks of four: the cores keep up
-    t = _result("reduce_broadcast", 1 << 20, 1.0, p=4)
-    assert predict_us(t, m, Conditions(duplex=False, cores=2)) < 2 * predict_us(t, m, loopback)
+    tree = [_us(m, "reduce_broadcast", 1 << 20, beta_only) for m in (CpuModel(), CpuModel(cores=2))]
+    assert tree[1] < 2 * tree[0]
 
 
 def test_gpu_calls_are_timed_by_cuda_events_with_one_sync_at_the_end(monkeypatch):
@@ -328,16 +335,17 @@ def test_the_quiet_time_is_the_lower_quartile_of_single_calls():
 
 
 def test_on_a_cpu_a_rank_pays_for_its_sends_and_its_receives():
-    """``duplex=False`` adds messages up as it adds bytes (LogP's overhead at
+    """The CPU model adds messages up as it adds bytes (LogP's overhead at
     both ends): recursive doubling's exchange costs each rank two, while
     the binomial reduce and broadcast cost their busiest rank one a round."""
-    m = Machine(alpha=1.0, beta=0.0, gamma=0.0)
-    cpu = Conditions(duplex=False)
-    rd = _result("recursive_doubling", 1 << 20, 1.0, p=2)
-    rb = _result("reduce_broadcast", 1 << 20, 1.0, p=2)
-    assert features(rd, m)[0] == 1 and features(rd, m, cpu)[0] == 2
-    assert features(rb, m)[0] == features(rb, m, cpu)[0] == 2
-    assert features(rd, m, cpu)[1] == 2 * features(rd, m)[1]  # bytes: sent plus received
+    cpu, book = CpuModel(), Textbook()
+    rd = schedule_of(_result("recursive_doubling", 1 << 20, 1.0, p=2))
+    rb = schedule_of(_result("reduce_broadcast", 1 << 20, 1.0, p=2))
+    assert counts(book, rd, [1.0, 0, 0])[0] == 1 and counts(cpu, rd, [1.0, 0, 0, 0])[0] == 2
+    assert counts(book, rb, [1.0, 0, 0])[0] == counts(cpu, rb, [1.0, 0, 0, 0])[0] == 2
+    assert (
+        counts(cpu, rd, [1.0, 0, 0, 0])[2] == 2 * counts(book, rd, [1.0, 0, 0])[1]
+    )  # bytes: sent plus received
 
 
 def test_the_fit_refuses_a_single_size():
@@ -345,83 +353,54 @@ def test_the_fit_refuses_a_single_size():
     tell them apart, so the fit says what it needs instead of guessing."""
     pts = [_result(a, 1 << 20, 100.0, p=4) for a in ("ring", "recursive_doubling", "reduce_broadcast")]
     with pytest.raises(ValueError, match="at least two sizes"):
-        fit_to_sweep(pts, Machine(1e-5, 1e-9, 1e-9))
-
-
-def test_a_transport_with_two_paths_charges_each_its_own_alpha():
-    """``eager_bytes``: messages of that size and up (shared memory's token
-    path) are counted apart; the fit recovers both alphas from data the
-    two-path model made, and a shared-memory sweep's meta asks for it."""
-    from mycollectives.bench.charge import CpuMachine
-
-    cond = Conditions(duplex=False, cores=2, eager_bytes=64 << 10)
-    counts = features(_result("ring", 1 << 20, 1.0, p=4), Machine(), cond)  # 256 KiB per step: all large
-    assert list(counts[:2]) == [0, 6 * 2 * 4 / 2]  # 6 rounds, a send and a receive per rank, over 2 cores
-    small = features(_result("ring", 128 << 10, 1.0, p=4), Machine(), cond)  # 32 KiB per step: all small
-    assert list(small[:2]) == [6 * 2 * 4 / 2, 0]
-    truth = CpuMachine(alpha=40e-6, alpha_large=90e-6, beta=1e-9, gamma=0.5e-9)
-    pts = _made_by(truth, cond, ("ring", "recursive_doubling", "reduce_broadcast", "direct"))
-    fitted = fit_to_sweep(pts, Machine(1e-5, 1e-9, 1e-9), cond=cond)
-    assert isinstance(fitted, CpuMachine)
-    assert fitted.alpha == pytest.approx(truth.alpha, rel=1e-3)
-    assert fitted.alpha_large == pytest.approx(truth.alpha_large, rel=1e-3)
-    assert median_error(compare(pts, fitted, cond=cond)) < 1e-6
-    assert Conditions.from_meta({"cores": 2, "transport": "shm", "eager_bytes": 4096}).eager_bytes == 4096
-    assert Conditions.from_meta({"cores": 2, "transport": "shm"}).eager_bytes == 64 << 10  # the default
-    assert Conditions.from_meta({"cores": 2, "transport": "group"}).eager_bytes is None
-    assert Conditions.from_meta({"cores": 16, "backend": "nccl", "transport": "group"}) == Conditions()
+        fit_results(pts, Textbook(), [1e-5, 1e-9, 1e-9])
 
 
 def test_a_round_costs_its_latency_once_however_many_messages_it_carries():
     """``latency`` (LogP's L): one per round that moves bytes, on top of the
     per-message alpha; the fit tells the two apart on schedules with few
     rounds of many messages (direct) and many rounds of one (ring)."""
-    from mycollectives.bench.charge import CpuMachine, params
-
-    cond = Conditions(duplex=False, latency=True)
-    m = CpuMachine(alpha=10e-6, latency=70e-6, beta=1e-9, gamma=0.5e-9)
-    assert list(params(m, cond)) == [10e-6, 70e-6, 1e-9, 0.5e-9]
-    ring, direct = _result("ring", 1 << 20, 1.0, p=4), _result("direct", 1 << 20, 1.0, p=4)
-    assert features(ring, m, cond)[:2].tolist() == [6 * 2, 6]  # 6 rounds: a send and a receive in each
-    assert features(direct, m, cond)[:2].tolist() == [2 * 3 * 2, 2]  # 2 rounds of 3 sends and 3 receives
-    # a ping-pong calibration (a plain Machine) has no latency
-    assert params(Machine(alpha=1e-5, beta=1e-9, gamma=1e-9), cond)[1] == 0.0
-    pts = _made_by(m, cond, ("ring", "recursive_doubling", "reduce_broadcast", "direct"))
-    fitted = fit_to_sweep(pts, Machine(1e-5, 1e-9, 1e-9), cond=cond)
-    assert fitted.latency == pytest.approx(m.latency, rel=1e-3)
-    assert fitted.alpha == pytest.approx(m.alpha, rel=1e-3)
-    assert median_error(compare(pts, fitted, cond=cond)) < 1e-6
-    assert Conditions.from_meta({"cores": 2, "transport": "group"}).latency  # every CPU sweep
-    assert not Conditions.from_meta({"cores": 16, "backend": "nccl"}).latency
+    model = CpuModel()
+    truth = np.array([10e-6, 70e-6, 1e-9, 0.5e-9])
+    assert model.names == ("alpha", "latency", "beta", "gamma")
+    ring = schedule_of(_result("ring", 1 << 20, 1.0, p=4))
+    direct = schedule_of(_result("direct", 1 << 20, 1.0, p=4))
+    assert counts(model, ring, truth)[:2].tolist() == [6 * 2, 6]  # 6 rounds: a send and a receive in each
+    assert counts(model, direct, truth)[:2].tolist() == [2 * 3 * 2, 2]  # 2 rounds of 3 sends and 3 receives
+    assert model.start(Machine(alpha=1e-5, beta=1e-9, gamma=1e-9))[1] == 0.0  # ping-pong: no latency
+    pts = _made_by(model, truth, ("ring", "recursive_doubling", "reduce_broadcast", "direct"))
+    fitted = fit_results(pts, model, model.start(Machine(1e-5, 1e-9, 1e-9)))
+    assert fitted == pytest.approx(truth, rel=1e-3)
+    assert median_error(compare(pts, model, fitted)) < 1e-6
 
 
 def test_buffers_that_outgrow_the_cache_move_at_the_speed_of_memory():
     """``cache_bytes``: from ``world_size * size`` bytes up, a point's bytes
     are counted in the memory columns (beta_mem, gamma_mem), below it in the
     cache's; the fit recovers both pairs, and a sweep's ``llc_bytes`` asks for it."""
-    from mycollectives.bench.charge import CpuMachine, describe, params
-
-    cond = Conditions(duplex=False, cores=2, latency=True, cache_bytes=32 << 20)
-    m = CpuMachine(alpha=20e-6, latency=60e-6, beta=0.02e-9, gamma=0.12e-9)
-    m = dataclasses.replace(m, beta_mem=0.05e-9, gamma_mem=0.15e-9)
-    assert len(params(m, cond)) == 6
+    model = CpuModel(cores=2, cache_bytes=32 << 20)
+    truth = np.array([20e-6, 60e-6, 0.02e-9, 0.12e-9, 0.05e-9, 0.15e-9])
+    assert len(model.names) == 6
     # 4 ranks' buffers of 4 MiB fit in 32 MiB, of 8 MiB they fill it
-    small, large = _result("ring", 4 << 20, 1.0, p=4), _result("ring", 8 << 20, 1.0, p=4)
-    fs, fl = features(small, m, cond), features(large, m, cond)
+    small = schedule_of(_result("ring", 4 << 20, 1.0, p=4))
+    large = schedule_of(_result("ring", 8 << 20, 1.0, p=4))
+    fs, fl = counts(model, small, truth), counts(model, large, truth)
     assert fs[2] > 0 and fs[3] > 0 and fs[4] == fs[5] == 0  # in cache: beta and gamma
     assert fl[2] == fl[3] == 0  # out of cache: twice the bytes, at memory speed
     assert fl[4] == 2 * fs[2] and fl[5] == 2 * fs[3]
     assert fs[0] == fl[0] and fs[1] == fl[1] == 6  # messages and rounds do not care
-    pts = _made_by(
-        m, cond, ("ring", "recursive_doubling", "reduce_broadcast", "direct", "rabenseifner"), range(16, 27)
-    )
-    fitted = fit_to_sweep(pts, Machine(1e-5, 1e-9, 1e-9), cond=cond)
-    for name in ("beta", "gamma", "beta_mem", "gamma_mem", "latency"):
-        assert getattr(fitted, name) == pytest.approx(getattr(m, name), rel=1e-3), name
-    assert "beta_mem 0.0500 ns/B" in describe(fitted, cond) and "latency 60.0 us" in describe(fitted, cond)
+    algs = ("ring", "recursive_doubling", "reduce_broadcast", "direct", "rabenseifner")
+    pts = _made_by(model, truth, algs, range(16, 27))
+    fitted = fit_results(pts, model, model.start(Machine(1e-5, 1e-9, 1e-9)))
+    assert fitted == pytest.approx(truth, rel=1e-3)
+    assert "beta_mem 0.0500 ns/B" in describe(model, fitted) and "latency 60.0 us" in describe(model, fitted)
     # the machine a sweep ran on says how large its cache is
-    assert Conditions.from_meta({"cores": 2, "llc_bytes": 32 << 20}).cache_bytes == 32 << 20
-    assert Conditions.from_meta({"cores": 2}).cache_bytes is None  # not recorded: one beta, one gamma
+    from mycollectives.bench.predicted import model_for
+
+    assert model_for({"cores": 2, "llc_bytes": 32 << 20}) == model
+    assert model_for({"cores": 2}) == CpuModel(cores=2)  # not recorded: one beta, one gamma
+    assert model_for({"cores": 2, "llc_bytes": 1 << 40}, pts) == CpuModel(cores=2)  # no call outgrows it
+    assert model_for({"cores": 16, "backend": "nccl"}) == Textbook()
 
 
 def test_the_machine_description_carries_the_last_level_cache():
@@ -434,19 +413,17 @@ def test_the_machine_description_carries_the_last_level_cache():
 
 def test_predicted_reports_every_point_and_the_held_out_error(tmp_path, capsys):
     """``python -m mycollectives.bench.predicted``: on a sweep that the model
-    itself made, the fit finds its machine and every point is exact."""
-    from mycollectives.bench.charge import CpuMachine
+    itself made, the fit finds its parameters and every point is exact."""
     from mycollectives.bench.predicted import main
 
-    truth = CpuMachine(alpha=50e-6, latency=30e-6, beta=1e-9, gamma=0.5e-9)
-    cond = Conditions(duplex=False, cores=2, latency=True)  # what from_meta makes of the meta below
-    results = _made_by(truth, cond, exponents=range(14, 25))
+    model = CpuModel(cores=2)  # what the meta below calls for
+    truth = np.array([50e-6, 30e-6, 1e-9, 0.5e-9])
+    results = _made_by(model, truth, exponents=range(14, 25))
     for k in range(14, 25):  # the backend's own: not the model's to predict
         native = _result("native", 1 << k, 1.0, p=4)
         native.calls_us = [1.0] * 4
         results.append(native)
-    meta = {"cores": 2, "max_message_bytes": None, "transport": "group",
-            "calibration": {"alpha": 1e-5, "beta": 1e-9, "gamma": 1e-9}}  # fmt: skip
+    meta = {"cores": 2, "transport": "group", "calibration": {"alpha": 1e-5, "beta": 1e-9, "gamma": 1e-9}}
     write_json(str(tmp_path / "sweep.json"), results, meta)
     main([str(tmp_path / "sweep.json")])
     out = capsys.readouterr().out
@@ -469,27 +446,7 @@ def test_predicted_reports_every_point_and_the_held_out_error(tmp_path, capsys):
         main([str(tmp_path / "bare.json")])
 
 
-def test_messages_cut_at_the_transports_cap_each_cost_alpha():
-    r = _result("ring", 16 << 20, 1.0, p=4)  # 4 MiB per ring step
-    m = Machine(alpha=1.0, beta=0.0, gamma=0.0)
-    whole = features(r, m)[0]
-    cut = features(r, m, Conditions(segment_bytes=1 << 20))[0]
-    assert whole == 6 and cut == 3 * 4 + 3  # reduce-scatter steps cut in 4; all-gather steps whole
-    meta = {"cores": 2, "max_message_bytes": 1 << 20}
-    cpu = Conditions(duplex=False, cores=2, segment_bytes=1 << 20, latency=True)
-    assert Conditions.from_meta(meta) == cpu
-
-
-@pytest.mark.timeout(120)
-def test_the_wakeup_measurement_times_both_ways_between_two_real_processes():
-    from mycollectives.bench.wakeup import round_trips_us
-
-    rt = round_trips_us(same_core=False, n=20)
-    assert set(rt) == {"gloo", "pipe"}
-    # a round trip is two messages between processes: microseconds, not nothing, not seconds
-    assert all(1.0 < v < 1e6 for v in rt.values()), rt
-
-
+@pytest.mark.multiprocess
 def test_the_slurm_script_is_valid_bash_and_passes_the_bench_flags_it_accepts():
     """``benchmarks/bench_nodes.sbatch`` cannot run here (no GPU nodes): its
     shell is checked, and the bench's flags in it go through the bench's parser."""
@@ -507,3 +464,19 @@ def test_the_slurm_script_is_valid_bash_and_passes_the_bench_flags_it_accepts():
     args = parser().parse_args(argv)
     assert (args.collective, args.algorithm, args.stepfactor) == ("all_reduce", "all", 2)
     assert args.json.endswith("all_reduce_mycollectives.json")
+
+
+@pytest.mark.gpu
+@pytest.mark.multiprocess
+@pytest.mark.timeout(300)
+def test_one_gpu_runs_our_algorithms_and_nccls_own(tmp_path):
+    """On a CUDA machine: NCCL with a world of one, every algorithm of ours
+    and NCCL's own on the device, results checked, the CUDA-event timing."""
+    out = tmp_path / "gpu.json"
+    cmd = [sys.executable, "-m", "mycollectives.bench", "--nprocs", "1", "--device", "cuda", "-b", "1M", "-e", "16M",
+           "-f", "4", "-n", "3", "-w", "1", "--reps", "2", "--algorithm", "all", "--progress", "0", "--json", str(out)]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=280)
+    assert done.returncode == 0, done.stderr[-2000:]
+    data = json.loads(out.read_text())
+    assert data["machine"]["backend"] == "nccl"
+    assert all(r["wrong"] == 0 and min(r["calls_us"]) > 0 for r in data["results"])

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[1]
 HTML = ROOT / "_build" / "html"
 SHOTS = ROOT / "_build" / "browser-failures"

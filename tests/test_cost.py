@@ -9,11 +9,10 @@ import pytest
 
 import mycollectives as mc
 from mycollectives import auto
-from mycollectives.algorithms import COLLECTIVES, Spec, algorithms, build
+from mycollectives.algorithms import COLLECTIVES, Spec, algorithms, build, uses
 from mycollectives.cost import (
     UPPER_BOUND,
     Machine,
-    calibrate,
     cheapest,
     closed_form,
     counted_cost,
@@ -21,6 +20,7 @@ from mycollectives.cost import (
     fit_alpha_beta,
     predict,
 )
+from mycollectives.pingpong import calibrate
 
 MENU = [(c, a) for c in COLLECTIVES for a in algorithms(c)]
 MACHINE = Machine(alpha=1.0, beta=1e-3, gamma=1e-4)  # every term visible
@@ -30,9 +30,9 @@ def _spec(c: str, a: str, p: int, k: int) -> tuple[Spec, int, dict]:
     """A spec whose vector (or block) is ``p * k`` elements, and the formula's parameters."""
     n = p * k
     opts = {}
-    if a == "hierarchical":
+    if "local_size" in uses(c, a):
         opts["local_size"] = next((d for d in (4, 3, 2) if p % d == 0), p)
-    if a in ("chain", "double_binary_tree"):
+    if "segment" in uses(c, a):
         opts["segment"] = k
     if c == "all_to_all":
         return Spec(c, p, splits=tuple((n,) * p for _ in range(p))), n, opts

@@ -9,9 +9,12 @@ Each test runs its cases inside one persistent process pool per world size.
 from __future__ import annotations
 
 import pytest
+from cases import APIS as APIS_
 from cases import DTYPES, REDUCING, ROOTED, VARIANTS, Case, ops_for
 from conftest import MENU, local_size_for
 from distpool import Pool
+
+from mycollectives.algorithms import uses
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(600)]
 
@@ -37,12 +40,12 @@ def pool(p: int) -> Pool:
     return _pools[p]
 
 
-def options(algorithm: str, p: int) -> tuple:
-    if algorithm == "hierarchical":
-        return (("local_size", local_size_for(p)),)
-    if algorithm in ("chain", "double_binary_tree"):
-        return (("segment_bytes", 64),)
-    return ()
+def options(api: str, algorithm: str, p: int) -> tuple:
+    """The options ``algorithm`` reads, set small: 64-byte segments, nodes of 2 or 3."""
+    reads = uses(api, algorithm)
+    return (("local_size", local_size_for(p)),) * ("local_size" in reads) + (("segment_bytes", 64),) * (
+        "segment" in reads
+    )
 
 
 def matrix(api: str, algorithm: str, p: int) -> list[Case]:
@@ -55,13 +58,13 @@ def matrix(api: str, algorithm: str, p: int) -> list[Case]:
     for i, (dtype, op) in enumerate(combos):
         n = counts[i % len(counts)]
         root = i % p if api in ROOTED else 0
-        cases.append(Case(api, algorithm, p, n, dtype, op, root, seed=i, options=options(algorithm, p)))
-    big = (1 << 20) // (p if api not in ("broadcast", "reduce", "all_reduce") else 1)
+        cases.append(Case(api, algorithm, p, n, dtype, op, root, seed=i, options=options(api, algorithm, p)))
+    big = (1 << 20) // (p if APIS_[api].blocked else 1)
     if api.startswith("all_to_all"):
         big = 1 << 17  # rows of 2 elements, up to this many rows per pair
     op = "SUM" if api in REDUCING else None
     root = p - 1 if api in ROOTED else 0
-    big_options = options(algorithm, p) if algorithm == "hierarchical" else ()  # default segments
+    big_options = tuple(o for o in options(api, algorithm, p) if o[0] != "segment_bytes")  # default segments
     cases.append(Case(api, algorithm, p, big, "float32", op, root, 99, True, big_options))
     return cases
 
@@ -80,21 +83,6 @@ def test_matches_torch_distributed(api, algorithm, p):
     results = run_everywhere(p, "compare_cases", cases)
     problems = [msg for rank_problems, _ in results for msg in rank_problems]
     assert all(count == len(cases) for _, count in results)
-    assert not problems, "\n".join(problems[:10])
-
-
-@pytest.mark.parametrize("p", [3, 4])
-def test_tiny_segments_and_early_sends_match_torch_distributed(p):
-    """Messages cut at 8 bytes: each transfer travels in segments, and the next
-    round's segments leave while this round's are still arriving."""
-    cases = []
-    for i, (api, algorithm) in enumerate(APIS):
-        for j, (n, dtype) in enumerate([(2 * p + 1, "float32"), (37, "int64")]):
-            op = "SUM" if api in REDUCING else None
-            root = (i + j) % p if api in ROOTED else 0
-            cases.append(Case(api, algorithm, p, n, dtype, op, root, seed=i, options=options(algorithm, p)))
-    results = run_everywhere(p, "compare_cases_segmented", cases, 8)
-    problems = [msg for rank_problems, _ in results for msg in rank_problems]
     assert not problems, "\n".join(problems[:10])
 
 
@@ -195,7 +183,7 @@ def test_the_shared_memory_transport_matches_torch_distributed(p):
         ):
             op = "SUM" if api in REDUCING else None
             root = (i + j) % p if api in ROOTED else 0
-            cases.append(Case(api, alg, p, n, dtype, op, root, seed=i + j, options=options(alg, p)))
+            cases.append(Case(api, alg, p, n, dtype, op, root, seed=i + j, options=options(api, alg, p)))
     results = run_everywhere(p, "shm_path", cases, 1)
     assert all(count == len(cases) for _, count in results)
     problems = [msg for rank_problems, _ in results for msg in rank_problems]

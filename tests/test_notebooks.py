@@ -20,7 +20,12 @@ OUT = ROOT / "_build" / "nbval"
 CELL_TIMEOUT = 300  # seconds per cell
 PAGES = sorted(
     p.relative_to(ROOT)
-    for p in [ROOT / "intro.md", *ROOT.glob("chapters/*.md"), *ROOT.glob("labs/*.md")]
+    for p in [
+        ROOT / "intro.md",
+        *ROOT.glob("chapters/*.md"),
+        *ROOT.glob("labs/*.md"),
+        *ROOT.glob("appendix/*.md"),
+    ]
     if p.read_text().startswith("---\njupytext:")
 )
 
@@ -28,6 +33,7 @@ jupytext = pytest.importorskip(
     "jupytext", reason="the book's dependencies are not installed (pip install -e .[book])"
 )
 pytest.importorskip("nbval", reason="nbval is not installed (pip install -e .[test])")
+pytestmark = pytest.mark.book
 
 
 def test_every_chapter_and_lab_is_a_notebook():

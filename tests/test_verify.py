@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import MENU, ROOTED, local_size_for, random_splits
+from conftest import MENU, ROOTED, options_for, random_splits
 
 from mycollectives.algorithms import Spec, build
 from mycollectives.schedule import WORK, Round, Schedule, ceil_log2, split
@@ -16,13 +16,9 @@ def specs(collective: str, algorithm: str, p: int):
     roots = sorted({0, p // 2, p - 1}) if collective in ROOTED else [0]
     for n in sorted({0, 1, p - 1, p + 3, 3 * p, 2 * p + 1}):
         for root in roots:
-            kw = {}
+            kw = options_for(collective, algorithm, p)
             if collective == "all_to_all":
                 kw["splits"] = random_splits(rng, p)
-            if algorithm in ("chain", "double_binary_tree"):
-                kw["segment"] = 2
-            if algorithm == "hierarchical":
-                kw["local_size"] = local_size_for(p)
             yield Spec(collective, p, count=n, root=root, **kw)
 
 

@@ -52,10 +52,10 @@ def test_spacetime_draws_one_arrow_per_transfer(algorithm):
 
 
 def test_spacetime_of_a_simulation_uses_its_round_times():
-    from mycollectives.sim import spec_for_algorithm
+    from mycollectives.algorithms import schedule_for
 
     r = simulate("all_reduce", "double_binary_tree", 1 << 22, dgx_a100())
-    s = build(spec_for_algorithm("all_reduce", "double_binary_tree", 8, 1 << 22), "double_binary_tree")
+    s = schedule_for("all_reduce", "double_binary_tree", 8, 1 << 22)
     assert len(s.rounds) == len(r.round_time)
     ax = spacetime(s, round_times=r.round_time)
     assert ax.get_xlim()[1] == pytest.approx(r.round_time.sum())
@@ -138,6 +138,7 @@ def test_animation_is_self_contained_html():
     assert "https://" not in html and "http://" not in html  # nothing loaded off the machine
 
 
+@pytest.mark.browser
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="needs a chromium browser")
 def test_animation_plays_in_a_browser(tmp_path):
     s = build(Spec("broadcast", 4, count=4), "binomial")

@@ -20,7 +20,7 @@ import torch.distributed as dist
 from common import Env, log, native_group, parser, save, setup, teardown, timed
 
 import mycollectives as mc
-from mycollectives.cost import calibrate
+from mycollectives.pingpong import calibrate
 
 
 def check(env: Env, t: torch.Tensor, what: str) -> None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..schedule import Chunks, Round, ceil_log2, floor_pow2, split
-from . import Spec, register
 from ._fold import extras
+from .registry import Spec, register
 
 
 def ring_all_gather(k: int, chunks: Chunks) -> list[Round]:

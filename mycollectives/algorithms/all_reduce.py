@@ -10,12 +10,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..schedule import Round, floor_pow2, split
-from . import Spec, register
 from ._fold import fold_in, fold_out
 from .all_gather import direct_all_gather, rd_all_gather_core, ring_all_gather
 from .broadcast import binomial_broadcast
 from .reduce import binomial_reduce
 from .reduce_scatter import direct_reduce_scatter, rh_reduce_scatter_core, ring_reduce_scatter
+from .registry import Spec, register
 
 
 @register("all_reduce", "reduce_broadcast")

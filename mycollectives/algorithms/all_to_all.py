@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..schedule import IN, OUT, TMP, Round, ceil_log2
-from . import Spec, register
+from .registry import Spec, register
 
 
 def _layout(spec: Spec):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..schedule import TMP, Round, ceil_log2
-from . import Spec, register
+from .registry import Spec, register
 
 
 @register("barrier", "dissemination")

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..schedule import Chunks, Round, ceil_log2, num_segments, relabel, split
-from . import Spec, register
 from .all_gather import ring_all_gather
+from .registry import Spec, register
 from .scatter_gather import binomial_scatter
 
 

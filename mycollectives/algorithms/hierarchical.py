@@ -16,9 +16,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..schedule import Round, in_parallel, relabel, split
-from . import Spec, register
 from .all_gather import ring_all_gather
 from .reduce_scatter import ring_reduce_scatter
+from .registry import Spec, register
 
 
 def node_size(spec: Spec) -> int:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..schedule import Round, mirror, relabel, split
-from . import Spec, register
 from ._fold import extras, fold_in
 from .broadcast import binomial_broadcast
 from .reduce_scatter import rh_reduce_scatter_core
+from .registry import Spec, register
 from .scatter_gather import binomial_scatter
 
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..schedule import Chunks, Round, floor_pow2, split
-from . import Spec, register
+from ..schedule import Chunks, Round, mirror, split
 from ._fold import extras, fold_in
+from .all_gather import direct_all_gather, rd_all_gather_core
+from .registry import Spec, register
 
 
 def ring_reduce_scatter(k: int, chunks: Chunks) -> list[Round]:
@@ -30,43 +31,24 @@ def ring_reduce_scatter(k: int, chunks: Chunks) -> list[Round]:
 
 def direct_reduce_scatter(k: int, chunks: Chunks) -> list[Round]:
     """One round: rank ``v`` sends chunk ``w`` straight to rank ``w``, for
-    every ``w != v``, and adds the ``k-1`` pieces it receives into chunk ``v``.
-
-    The ring's bytes and additions in one round instead of ``k-1``.
+    every ``w != v``, and adds the ``k-1`` pieces it receives into chunk ``v``:
+    the direct all-gather run backwards. The ring's bytes and additions in
+    one round instead of ``k-1``.
     """
-    src, dst = np.divmod(np.arange(k * k), k)
-    src, dst = src[src != dst], dst[src != dst]
-    off, cnt = chunks[dst]
-    return [Round.of(src, dst, off, cnt, reduce=True)]
+    return mirror(direct_all_gather(k, chunks), reduce=True)
 
 
 def rh_reduce_scatter_core(p: int, chunks: Chunks) -> list[Round]:
-    """Recursive halving among the ``p2`` lowest ranks.
+    """Recursive halving among the ``p2`` lowest ranks: the recursive-doubling
+    all-gather run backwards.
 
     Rank ``v`` is responsible for chunk ``v`` and for the chunk of its extra
-    rank ``p2 + v`` if it has one. In the step of distance ``d`` the group of
-    ``2d`` ranks around ``v`` splits in halves; ``v`` sends the other half's
-    chunks to ``v ^ d`` and keeps (reduces into) its own half.
+    rank ``p2 + v`` if it has one. In the step of distance ``d`` (largest
+    first) the group of ``2d`` ranks around ``v`` splits in halves; ``v``
+    sends the other half's chunks to ``v ^ d`` and keeps (reduces into) its
+    own half, exactly the transfers of the all-gather's step ``d`` reversed.
     """
-    p2 = floor_pow2(p)
-    v = np.arange(p2)
-    rounds = []
-    d = p2 // 2
-    while d >= 1:
-        partner = v ^ d
-        g = partner & ~(d - 1)  # first rank of the partner's half
-        theirs = chunks.span(g, g + d)
-        their_extras = chunks.span(np.minimum(g + p2, p), np.minimum(g + d + p2, p))
-        rounds.append(
-            Round.cat(
-                [
-                    Round.of(v, partner, *theirs, reduce=True),
-                    Round.of(v, partner, *their_extras, reduce=True),
-                ]
-            )
-        )
-        d //= 2
-    return rounds
+    return mirror(rd_all_gather_core(p, chunks), reduce=True)
 
 
 @register("reduce_scatter", "ring")

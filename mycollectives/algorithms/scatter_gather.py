@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..schedule import Chunks, Round, ceil_log2, mirror, relabel, split
-from . import Spec, register
+from .registry import Spec, register
 
 
 def binomial_scatter(k: int, chunks: Chunks) -> list[Round]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..schedule import Chunks, Round, in_parallel, num_segments, split
-from . import Spec, register
+from .registry import Spec, register
 
 
 def btree_parents(k: int) -> np.ndarray:

@@ -21,14 +21,14 @@ import numpy as np
 import torch
 
 from .. import auto
-from ..algorithms import ALIASES, COLLECTIVES, Spec, algorithms, build, builder, canonical
+from ..algorithms import ALIASES, COLLECTIVES, Spec, algorithms, canonical, entry, schedule_for
+from ..collectives import record
 from ..executor import execute, workspace
 from ..ops import ReduceOp, combiner, op_dtype_error
 from ..schedule import TMP, WORK, Schedule
 from ..transport import Transport, resolve_group
 from .checks import Checker
 
-DEFAULT_SEGMENT_BYTES = 512 * 1024
 _OPTIONS = ("timeout", "check", "segment_bytes", "local_size")
 
 
@@ -119,7 +119,7 @@ def _handshake(t: Transport, fn, algorithm, meta, err, opts: Options) -> np.ndar
     width = mine.numel()
     everyone = torch.zeros(p * width, dtype=torch.int64, device=t.device)
     everyone[t.rank * width : (t.rank + 1) * width] = mine.to(t.device)
-    sched = build(Spec("all_gather", p, count=width), "bruck")
+    sched = schedule_for("all_gather", "bruck", p, count=width)
     execute(sched, t, {WORK: everyone}, None, opts.timeout, f"{fn} (argument check)")
     return everyone.cpu().numpy().reshape(p, width)
 
@@ -178,7 +178,7 @@ def launch(fn: str, group, algorithm, options: dict, validate) -> Launch:
         if not isinstance(algorithm, str):
             raise TypeError(f"argument 'algorithm' must be a str, got {algorithm!r}")
         if algorithm != "auto":
-            builder(collective, algorithm)  # raises for an unknown name
+            entry(collective, algorithm)  # raises for an unknown name
         device = t.device if hasattr(t, "backend") else None  # local worlds take any device
         meta = validate(Checker(fn, t.rank, t.world_size, device), t)
         if meta.op is not None and (why := op_dtype_error(meta.op, meta.dtype)):
@@ -199,25 +199,18 @@ def launch(fn: str, group, algorithm, options: dict, validate) -> Launch:
         splits = np.tile(np.asarray(meta.in_splits, dtype=np.int64), (p, 1))
 
     itemsize = torch.empty(0, dtype=meta.dtype).element_size()
-    nbytes = int(splits.sum(axis=1).max()) * itemsize if splits is not None else meta.count * itemsize
-    name = auto.choose(collective, p, nbytes) if algorithm == "auto" else algorithm
-    uses = getattr(builder(collective, name), "uses", ())
-    seg = max(1, (opts.segment_bytes or DEFAULT_SEGMENT_BYTES) // itemsize) if "segment" in uses else None
-    local = None
-    if "local_size" in uses:
-        env = os.environ.get("LOCAL_WORLD_SIZE") if hasattr(t, "backend") else None
-        local = opts.local_size or (int(env) if env else None)
-    spec = Spec(
-        collective,
-        p,
-        count=meta.count,
-        root=meta.root,
-        segment=seg,
-        local_size=local,
-        splits=tuple(map(tuple, splits.tolist())) if splits is not None else None,
-    )
+    call = {"root": meta.root, "segment_bytes": opts.segment_bytes}
+    if splits is not None:
+        call["splits"] = splits.tolist()
+        nbytes = int(splits.sum(axis=1).max()) * itemsize  # auto ranks the even all-to-all of the busiest row
+    else:
+        call["count"] = meta.count
+        nbytes = record(collective).size(Spec(collective, p, count=meta.count), itemsize)
+    env = os.environ.get("LOCAL_WORLD_SIZE") if hasattr(t, "backend") else None
+    call["local_size"] = opts.local_size or (int(env) if env else None)
+    name = auto.choose(collective, p, nbytes, itemsize=itemsize) if algorithm == "auto" else algorithm
     try:
-        schedule = build(spec, name)
+        schedule = schedule_for(collective, name, p, itemsize=itemsize, **call)
     except ValueError as e:
         raise ValueError(f"{fn} on rank {t.rank}: {e}") from None
     return Launch(t, meta, schedule, opts, fn, splits)

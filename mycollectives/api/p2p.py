@@ -71,9 +71,9 @@ def send(
 
     Example, on two ranks::
 
-        >>> if rank == 0: mc.send(torch.tensor([1., 2.]), dst=1)
-        >>> if rank == 1: t = torch.empty(2); mc.recv(t, src=0)
-        tensor([1., 2.])  # Rank 1, after
+        if rank == 0: mc.send(torch.tensor([1., 2.]), dst=1)
+        if rank == 1: t = torch.empty(2); mc.recv(t, src=0)
+        t  # tensor([1., 2.]) on rank 1, after
     """
     isend(tensor, dst, group, tag, group_dst).wait()
 

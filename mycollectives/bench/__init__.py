@@ -9,7 +9,8 @@ the book's benchmark page and used by lab 3.
 
 Modules, one concern each:
 
-* ``factors``: sizes, element counts and the busbw factor of each collective;
+* ``factors``: sizes, element types and bandwidths (the busbw factor is each
+  collective's record's);
 * ``cases``: how to run one collective with one algorithm (or natively);
 * ``runner``: warm-up, timing, interleaving and checking;
 * ``report``: the nccl-tests table, CSV and JSON;
@@ -20,7 +21,7 @@ Modules, one concern each:
 
 from __future__ import annotations
 
-from .factors import BUSBW_FACTORS, busbw_factor, parse_size, sizes
+from .factors import busbw_factor, parse_size, sizes
 from .runner import Result, run_sweep
 
-__all__ = ["BUSBW_FACTORS", "busbw_factor", "parse_size", "sizes", "Result", "run_sweep"]
+__all__ = ["busbw_factor", "parse_size", "sizes", "Result", "run_sweep"]

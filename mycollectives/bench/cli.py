@@ -12,19 +12,19 @@ import argparse
 import os
 import socket
 import sys
-import tempfile
 
 import torch
 import torch.distributed as dist
 
-import mycollectives as mc
-
-from ..transport.torch_dist import TRANSPORT_ENV, transport_for
+from ..algorithms import algorithms
+from ..collectives import RECORDS
+from ..transport import TRANSPORT_ENV
+from ..transport.gloo import run_gloo
 from . import report
 from .cases import NATIVE
-from .factors import BUSBW_FACTORS, DTYPES, parse_size, sizes
+from .factors import DTYPES, parse_size, sizes
 
-COLLECTIVES = tuple(BUSBW_FACTORS)
+COLLECTIVES = tuple(c.name for c in RECORDS if c.bound(2) > 0)  # nccl-tests': those that move data
 
 
 def parser() -> argparse.ArgumentParser:
@@ -85,7 +85,7 @@ def algorithm_list(spec: str, collective: str) -> list[str]:
     >>> algorithm_list("ring,native", "all_reduce")
     ['ring', 'native']
     """
-    menu = mc.algorithms(collective)
+    menu = algorithms(collective)
     if spec == "all":
         return ["auto", *menu, NATIVE]
     names = [s.strip() for s in spec.split(",") if s.strip()]
@@ -129,19 +129,16 @@ def bench(args) -> list:
     say = print if rank == 0 else (lambda *a, **k: None)
     meta = report.machine(dist.get_backend(), p)
     meta["transport"] = os.environ[TRANSPORT_ENV] = transport_kind(args, device)
-    # the transport's cap on one message (gloo), and the size from which it
-    # sends a message another way (shared memory): the cost model counts both
-    meta["max_message_bytes"] = transport_for().max_message_bytes
-    meta["eager_bytes"] = getattr(transport_for(), "eager_bytes", None)
     say(f"# mycollectives.bench {args.collective}: nranks {p} backend {meta['backend']} "
         f"transport {meta['transport']} device {device} "
         f"minBytes {sweep[0]} maxBytes {sweep[-1]} warmup iters: {args.warmup_iters} iters: {args.iters} "
         f"reps: {args.reps} validation: {args.check} arg-check: {args.arg_check}")  # fmt: skip
     say(f"# machine: {meta['cpu']}, {meta['cores']} cores, load average {meta['loadavg']}")
     if args.calibrate:
-        from .model import calibrate_group
+        from ..pingpong import calibrate
 
-        m = calibrate_group(device=device, max_bytes=sweep[-1])
+        ping = [4 << k for k in range(0, 40, 2) if 4 << k <= max(sweep[-1], 64 << 10)]
+        m = calibrate(sizes=ping, reps=3, device=device).machine
         meta["calibration"] = {"alpha": m.alpha, "beta": m.beta, "gamma": m.gamma}
         say(
             f"# calibrated: alpha {m.alpha * 1e6:.2f} us, beta {m.beta * 1e9:.4f} ns/B, gamma {m.gamma * 1e9:.4f} ns/B"
@@ -185,16 +182,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _spawned(rank: int, world: int, store: str, args) -> None:
-    os.environ.update(
-        RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world)
-    )
-    # a file store: no port to race for with other runs on the machine
-    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
-    try:
-        bench(args)
-    finally:
-        dist.destroy_process_group()
+def _spawned(rank: int, args) -> None:
+    """One rank of ``--nprocs``: :func:`~mycollectives.transport.gloo.run_gloo` set up its group."""
+    bench(args)
 
 
 def check_counts(args) -> None:
@@ -234,8 +224,6 @@ def main(argv: list[str] | None = None) -> None:
         finally:
             dist.destroy_process_group()
         return
-    import torch.multiprocessing as mp
-
     n = args.nprocs or 1
     if args.device == "cuda" and n > 1:
         raise SystemExit("--nprocs spawns gloo processes on the CPU; use torchrun for several GPUs")
@@ -244,6 +232,7 @@ def main(argv: list[str] | None = None) -> None:
         os.environ.setdefault("LOCAL_RANK", "0")
         return main(argv)
     args.device = "cpu"
-    with tempfile.TemporaryDirectory() as tmp:
-        store = os.path.join(tmp, "store")
-        mp.start_processes(_spawned, args=(n, store, args), nprocs=n, join=True, start_method="spawn")
+    try:
+        run_gloo(_spawned, n, args, timeout=24 * 3600, threads=None)
+    except RuntimeError as e:
+        raise SystemExit(f"mycollectives.bench: {e}") from None

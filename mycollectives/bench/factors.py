@@ -1,12 +1,11 @@
-"""Sizes, counts and bus bandwidth, as nccl-tests defines them.
+"""Sizes, element types and bandwidths, in nccl-tests' vocabulary.
 
 nccl-tests reports ``algbw = size / time`` and ``busbw = algbw * factor``,
 where the factor turns the algorithm's bandwidth into what each link carries
 with an optimal algorithm, so that numbers compare across world sizes
-(nccl-tests' ``doc/PERFORMANCE.md``). ``size`` is the bytes of the largest
-buffer of the call: the whole vector for all-reduce, broadcast and reduce;
-the gathered output for all-gather; the input of reduce-scatter; one rank's
-whole send buffer for all-to-all.
+(nccl-tests' ``doc/PERFORMANCE.md``). The factor and the meaning of ``size``
+are facts of each collective, in its record
+(:meth:`mycollectives.collectives.Collective.bound` and ``.spec``).
 """
 
 from __future__ import annotations
@@ -15,17 +14,7 @@ import re
 
 import torch
 
-# n: world size
-BUSBW_FACTORS = {
-    "all_reduce": lambda n: 2 * (n - 1) / n,
-    "all_gather": lambda n: (n - 1) / n,
-    "reduce_scatter": lambda n: (n - 1) / n,
-    "all_to_all": lambda n: (n - 1) / n,
-    "broadcast": lambda n: 1.0,
-    "reduce": lambda n: 1.0,
-    "scatter": lambda n: (n - 1) / n,
-    "gather": lambda n: (n - 1) / n,
-}
+from ..collectives import busbw_factor
 
 # names nccl-tests prints in its ``type`` column
 TYPE_NAMES = {
@@ -40,18 +29,6 @@ TYPE_NAMES = {
 }
 DTYPES = {name: dt for dt, name in TYPE_NAMES.items()}
 DTYPES.update({"float32": torch.float32, "float16": torch.float16, "float64": torch.float64})
-
-ROOTED = ("broadcast", "reduce", "scatter", "gather")
-REDUCING = ("all_reduce", "reduce", "reduce_scatter")
-
-
-def busbw_factor(collective: str, world_size: int) -> float:
-    """nccl-tests' bus-bandwidth factor.
-
-    >>> busbw_factor("all_reduce", 4), busbw_factor("all_gather", 4), busbw_factor("broadcast", 4)
-    (1.5, 0.75, 1.0)
-    """
-    return BUSBW_FACTORS[collective](world_size)
 
 
 def parse_size(text: str | int) -> int:
@@ -86,15 +63,6 @@ def sizes(min_bytes: int, max_bytes: int, factor: int = 2, step_bytes: int = 0) 
         else:
             raise ValueError("factor must be at least 2 (or give a step)")
     return out
-
-
-def count_for(collective: str, nbytes: int, world_size: int, itemsize: int) -> int:
-    """Elements of the ``size`` buffer, rounded down to what splits evenly
-    among ranks where the collective splits it (as nccl-tests does)."""
-    count = nbytes // itemsize
-    if collective in ("all_gather", "reduce_scatter", "all_to_all", "scatter", "gather"):
-        count -= count % world_size
-    return count
 
 
 def bandwidths(collective: str, nbytes: int, seconds: float, world_size: int) -> tuple[float, float]:

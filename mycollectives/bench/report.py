@@ -102,7 +102,7 @@ def last_level_cache() -> int | None:
 
 def machine(backend: str, world_size: int) -> dict:
     """Where the numbers come from: host, CPU, cores, memory, load, software."""
-    cpu = platform.processor() or platform.machine()
+    cpu = platform.machine()  # not platform.processor(): on Linux it runs `uname -p`
     try:
         with open("/proc/cpuinfo") as f:
             cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
@@ -118,7 +118,7 @@ def machine(backend: str, world_size: int) -> dict:
         "cores": os.cpu_count(),
         "llc_bytes": last_level_cache(),
         "memory_gib": round(mem, 1) if mem else None,
-        "os": platform.platform(),
+        "os": "{0}-{2}-{4}".format(*os.uname()),  # not platform.platform(): it runs `uname -p`
         "python": sys.version.split()[0],
         "torch": torch.__version__,
         "backend": backend,

@@ -13,7 +13,7 @@ CPU, CUDA events on a GPU, so NCCL's calls stay asynchronous). A repetition's
 mean carries every delay the operating system adds to any of its calls (on
 a small machine a woken thread can wait a whole scheduler tick, milliseconds,
 for a core); the calls that no such delay hit are what a model of the
-schedule alone can predict (:mod:`mycollectives.bench.model`).
+schedule alone can predict (:mod:`mycollectives.bench.predicted`).
 """
 
 from __future__ import annotations
@@ -141,8 +141,8 @@ def run_size(
             continue
         med = statistics.median(samples[a])
         algbw, busbw = bandwidths(case.collective, case.bytes, med * 1e-6, case.p)
-        root = case.root if case.collective in ("broadcast", "reduce", "scatter", "gather") else -1
-        redop = case.redop if case.collective in ("all_reduce", "reduce", "reduce_scatter") else "none"
+        root = case.root if case.record.rooted else -1
+        redop = case.redop if case.record.reducing else "none"
         out.append(
             Result(case.collective, a, case.bytes, case.count, TYPE_NAMES.get(case.dtype, str(case.dtype)),
                    redop, root, case.p, med, algbw, busbw, wrong.get(a), samples[a], calls[a])

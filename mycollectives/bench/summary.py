@@ -52,11 +52,19 @@ def ratio_rows(data, sizes: Sequence[int]) -> list[dict]:
                     "best_busbw": b.busbw,
                     "native_busbw": nat.busbw if nat else None,
                     "ratio": b.busbw / nat.busbw if nat and nat.busbw else None,
-                    "target": 1.0 if coll == "all_reduce" else 0.9,
                     "loadavg": meta.get("loadavg"),
                 }
             )
     return rows
+
+
+def describe_machine(meta: dict) -> str:
+    """One line: what a recording ran on, and when."""
+    when = str(meta.get("date_utc", "?"))[:10]
+    return (
+        f"{meta.get('cpu', '?')}, {meta.get('cores', '?')} cores, torch {meta.get('torch', '?')}, "
+        f"{meta.get('backend', '?')} with the {meta.get('transport', '?')} transport, recorded {when}"
+    )
 
 
 def wrong_total(data) -> int:

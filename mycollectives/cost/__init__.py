@@ -1,17 +1,25 @@
 """The alpha-beta-gamma cost model, driven by the schedules (chapters 2 and 3).
 
-* :func:`counted_cost` counts a schedule's time round by round;
-* :func:`closed_form` is the textbook formula of each algorithm (they agree);
-* :func:`calibrate` fits the model's parameters on a live group;
-* :func:`predict` and :func:`cheapest` rank the menu for a message size, the
-  way NCCL's tuner does (time = latency + bytes / bandwidth, minimum wins).
+* :func:`counted_cost` counts a schedule's time round by round, and
+  ``traffic`` the bytes each rank sends and receives;
+* :func:`closed_form` is the textbook formula of each algorithm (the two
+  agree wherever a formula exists, ``tests/test_cost.py``);
+* :func:`predict` and :func:`cheapest` rank the menu for a call, the way
+  NCCL's tuner does (time = latency + bytes / bandwidth, minimum wins);
+* :func:`fit_alpha_beta` fits ping-pong times (measured by
+  :func:`mycollectives.calibrate`);
+* :mod:`mycollectives.cost.cpu` is the variant for CPU processes sharing a
+  machine, and :mod:`mycollectives.cost.fit` fits a model's parameters to
+  measured collectives.
+
+Nothing here moves a byte: the cost model reads schedules.
 """
 
 from __future__ import annotations
 
-from .calibration import Calibration, calibrate, fit_alpha_beta, measure_gamma
-from .choose import DEFAULT_MACHINE, cheapest, counted_time, crossover_size, predict, spec_for
-from .counted import Machine, counted_cost, round_load, round_times
+from .calibration import Calibration, fit_alpha_beta
+from .choose import DEFAULT_MACHINE, cheapest, crossover_size, formula_time, predict
+from .counted import Machine, counted_cost, round_load, round_times, traffic
 from .formulas import FORMULAS, UPPER_BOUND, closed_form
 
 __all__ = [
@@ -19,15 +27,13 @@ __all__ = [
     "Calibration",
     "counted_cost",
     "closed_form",
+    "formula_time",
     "round_load",
     "round_times",
-    "calibrate",
+    "traffic",
     "fit_alpha_beta",
-    "measure_gamma",
     "predict",
     "cheapest",
-    "spec_for",
-    "counted_time",
     "crossover_size",
     "FORMULAS",
     "UPPER_BOUND",

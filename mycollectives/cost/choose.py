@@ -1,35 +1,27 @@
 """Ranking the menu with the model, as NCCL's tuner does (chapter 3, "How libraries choose").
 
 NCCL times every (algorithm, protocol) pair as ``latency + bytes / bandwidth``
-and runs the minimum (``nccl_tuning``). :func:`predict` does the same with
-the closed-form alpha-beta-gamma times of our menu; :func:`cheapest` takes
-the minimum and :func:`crossover_size` finds where one algorithm overtakes
-another. ``mycollectives.auto`` calls :func:`cheapest`.
+and runs the minimum (``nccl_tuning``). :func:`predict` does the same with the
+alpha-beta-gamma time *counted from each algorithm's schedule*, so an
+algorithm needs no formula to be ranked; :func:`cheapest` takes the minimum
+(``mycollectives.auto`` calls it). :func:`crossover_size` finds where one
+algorithm overtakes another by bisection on the closed forms, the book's
+formulas, which are piecewise linear in the size.
+
+Sizes are nccl-tests' ``size``: the whole vector, or all ``p`` blocks of an
+all-gather or reduce-scatter (:meth:`~mycollectives.collectives.Collective.spec`).
 """
 
 from __future__ import annotations
 
-from ..algorithms import Spec, algorithms, build, canonical
+from ..algorithms import algorithms, canonical, schedule_for, uses
+from ..collectives import record
 from .counted import Machine, counted_cost
 from .formulas import closed_form
 
 # A generic fabric for ``auto`` when nothing was calibrated: 5 us per message
 # and 10 GB/s (a 100 Gb/s link), reducing at 20 GB/s. Calibrate for your own.
 DEFAULT_MACHINE = Machine(alpha=5e-6, beta=1e-10, gamma=5e-11)
-
-
-def spec_for(collective: str, world_size: int, nbytes: int, itemsize: int = 4, **options) -> Spec:
-    """The :class:`Spec` of a collective on ``nbytes`` per rank (uniform all-to-all)."""
-    c, p = canonical(collective), world_size
-    elems = max(nbytes // itemsize, 0)
-    if c in ("all_gather", "reduce_scatter", "scatter", "gather"):
-        return Spec(c, p, count=elems, **options)  # nbytes: one rank's block
-    if c == "all_to_all":
-        m = elems // p
-        return Spec(c, p, splits=tuple((m,) * p for _ in range(p)), **options)
-    if c == "barrier":
-        return Spec(c, p, count=1, **options)
-    return Spec(c, p, count=elems, **options)
 
 
 def predict(
@@ -41,19 +33,22 @@ def predict(
     local_size: int | None = None,
     candidates=None,
 ) -> dict[str, float]:
-    """Modelled time of each algorithm (closed form), in menu order.
+    """Time of each algorithm, counted from its schedule, in menu order.
 
-    ``hierarchical`` is a candidate only when ``local_size`` is given and
-    divides ``world_size`` (it needs to know the node size).
+    An algorithm that reads the node size (``uses`` holds ``local_size``) is a
+    candidate only when ``local_size`` is given; one that refuses the call's
+    shape (a node size that does not divide ``world_size``) is left out.
     """
     c = canonical(collective)
-    spec = spec_for(c, world_size, nbytes, itemsize)
-    count = spec.count if c != "all_to_all" else max(nbytes // itemsize, 0) // world_size
     out = {}
     for name in candidates or algorithms(c):
-        if name == "hierarchical" and not (local_size and world_size % local_size == 0):
+        if "local_size" in uses(c, name) and not local_size:
             continue
-        out[name] = closed_form(c, name, world_size, count, machine, itemsize, local_size=local_size)
+        try:
+            s = schedule_for(c, name, world_size, nbytes, itemsize, local_size=local_size)
+        except ValueError:
+            continue
+        out[name] = counted_cost(s, machine, itemsize)
     return out
 
 
@@ -64,9 +59,11 @@ def cheapest(collective: str, world_size: int, nbytes: int, machine: Machine = D
     return next(name for name, t in times.items() if t <= best * (1 + 1e-9))  # ties: menu order
 
 
-def counted_time(collective: str, algorithm: str, world_size: int, nbytes: int, machine: Machine, **options):
-    """:func:`counted_cost` of the schedule for ``nbytes`` per rank (float32)."""
-    return counted_cost(build(spec_for(collective, world_size, nbytes, **options), algorithm), machine)
+def formula_time(collective: str, algorithm: str, world_size: int, nbytes: int, machine: Machine, **params):
+    """:func:`closed_form` of a call of nccl-tests' ``size`` (float32)."""
+    spec = record(collective).spec(world_size, nbytes)
+    count = spec.count if spec.splits is None else spec.splits[0][0]
+    return closed_form(canonical(collective), algorithm, world_size, count, machine, **params)
 
 
 def crossover_size(
@@ -77,22 +74,22 @@ def crossover_size(
     machine: Machine = DEFAULT_MACHINE,
     hi: int = 1 << 40,
 ) -> int | None:
-    """Smallest size in bytes (a multiple of 4) from which ``second`` is no slower than ``first``.
-
-    Bisection on the closed forms, which are piecewise linear in the size;
-    None if ``second`` is still slower at ``hi``.
-    """
+    """Smallest size in bytes (a multiple of 4) from which ``second`` is no
+    slower than ``first``, by their closed forms; None if ``second`` is still
+    slower at ``hi``."""
+    step = 4
 
     def wins(n: int) -> bool:
-        t = predict(collective, world_size, n, machine, candidates=(first, second))
-        return t[second] <= t[first]
+        return formula_time(collective, second, world_size, n, machine) <= formula_time(
+            collective, first, world_size, n, machine
+        )
 
     if not wins(hi):
         return None
-    lo = 4
+    lo = step
     if wins(lo):
         return lo
-    while hi - lo > 4:
-        mid = (lo + hi) // 8 * 4
+    while hi - lo > step:
+        mid = (lo + hi) // (2 * step) * step
         lo, hi = (lo, mid) if wins(mid) else (mid, hi)
     return hi

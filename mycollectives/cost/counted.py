@@ -81,3 +81,22 @@ def counted_cost(schedule: Schedule, machine: Machine, itemsize: int = 4) -> flo
     6.0
     """
     return float(round_times(schedule, machine, itemsize).sum())
+
+
+def traffic(schedule: Schedule, itemsize: int = 4) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes each rank sends and receives over the whole schedule (local
+    copies excluded): what chapter 2 compares with the collective's bound.
+
+    >>> from mycollectives.algorithms import schedule_for
+    >>> sent, received = traffic(schedule_for("all_reduce", "ring", 4, 1 << 20))
+    >>> sent.tolist() == received.tolist() == [1.5 * (1 << 20)] * 4  # 2(p-1)/p of the vector
+    True
+    """
+    p = schedule.world_size
+    sent, received = np.zeros(p), np.zeros(p)
+    for rnd in schedule.rounds:
+        remote = rnd.src != rnd.dst
+        nbytes = rnd.count[remote] * itemsize
+        np.add.at(sent, rnd.src[remote], nbytes)
+        np.add.at(received, rnd.dst[remote], nbytes)
+    return sent, received

@@ -243,7 +243,7 @@ def closed_form(
 ) -> float:
     """Closed-form time of ``algorithm`` for ``count`` elements on ``world_size`` ranks.
 
-    ``count`` means what :class:`~mycollectives.algorithms.Spec` says it
+    ``count`` means what :class:`~mycollectives.collectives.Spec` says it
     means (a whole vector, or one rank's block); ``params`` are ``segment``
     (elements) and ``local_size``.
 
@@ -252,4 +252,6 @@ def closed_form(
     """
     if world_size <= 1 or (count == 0 and collective != "barrier"):
         return 0.0
+    if (collective, algorithm) not in FORMULAS:
+        raise KeyError(f"{collective}/{algorithm} has no closed form (its counted cost needs none)")
     return float(FORMULAS[collective, algorithm](machine, world_size, count, itemsize, **params))

@@ -1,7 +1,7 @@
 """Check functions for the numeric exercises of chapter 3 ("Algorithms").
 
 Each ``check_*`` computes the expected value from the package itself (the
-schedule that :func:`~mycollectives.algorithms.build` returns, or the cost
+schedule that :func:`~mycollectives.algorithms.registry.schedule_for` returns, or the cost
 model of :mod:`mycollectives.cost`), raises ``AssertionError`` with a message
 that says what is wrong, or prints what was right. The "implement this
 algorithm" exercises of the chapter use ``check_collective`` from
@@ -13,25 +13,20 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-import numpy as np
-
-from ..algorithms import build, canonical
-from ..cost import Machine, crossover_size, spec_for
+from ..algorithms import canonical, schedule_for
+from ..cost import Machine, crossover_size, traffic
 
 
 def busiest_sender(collective: str, algorithm: str, world_size: int, nbytes: int) -> tuple[int, int]:
     """Rounds of the schedule, and the bytes its busiest rank sends (float32).
 
-    ``nbytes`` is what ``mycollectives.cost.spec_for`` takes: the whole
-    vector for broadcast, reduce and all-reduce, one rank's block for the
-    block collectives. Local copies (a rank to itself) are not counted.
+    ``nbytes`` is nccl-tests' size of the call: the whole vector for
+    broadcast, reduce and all-reduce, all ``p`` blocks for the block
+    collectives. Local copies (a rank to itself) are not counted.
     Introduced in the book's chapter 3 ("Rounds, and the two lower bounds").
     """
-    schedule = build(spec_for(collective, world_size, nbytes), algorithm)
-    sent = np.zeros(world_size, dtype=np.int64)
-    for r in schedule.rounds:
-        remote = r.src != r.dst
-        np.add.at(sent, r.src[remote], r.count[remote] * 4)
+    schedule = schedule_for(collective, algorithm, world_size, nbytes)
+    sent, _ = traffic(schedule)
     return len(schedule.rounds), int(sent.max()) if world_size else 0
 
 

@@ -24,9 +24,10 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from ..collectives import record
 from ..errors import CollectiveTimeout, DeadlockError
 from ..transport import LocalWorld
-from .expected import BLOCKED, COLLECTIVES, ROOTED, Case, Code, compare, inputs
+from .expected import COLLECTIVES, Case, Code, compare, inputs
 
 
 class ExerciseFailure(AssertionError):
@@ -51,16 +52,12 @@ def _run_case(fn: Callable, case: Case, timeout: float, allow_collectives: bool,
         got = args[0]
         if not isinstance(got, torch.Tensor):
             raise ExerciseFailure(f"{case}: rank {rank}: the output argument was replaced, not filled in")
-        name = "output" if case.collective in BLOCKED else "tensor"
+        in_place = record(case.collective).in_place
+        name = "tensor" if in_place else "output"
         msg = compare(case, code, rank, name, got, want)
         if msg:
             raise ExerciseFailure(f"{case.collective}, {case}: {msg}")
-        inp = (
-            1
-            if case.collective in ("all_gather", "reduce_scatter", "scatter", "gather", "all_to_all")
-            else None
-        )
-        if inp is not None and isinstance(args[inp], torch.Tensor) and not torch.equal(args[inp], orig[inp]):
+        if not in_place and isinstance(args[1], torch.Tensor) and not torch.equal(args[1], orig[1]):
             raise ExerciseFailure(
                 f"{case.collective}, {case}: rank {rank} changed its input; leave it as it was"
             )
@@ -167,7 +164,7 @@ def check_collective(
     dtypes = (torch.float32,) if collective == "barrier" else dtypes
     for p in world_sizes:
         root_list = roots if roots is not None else sorted({0, p - 1})
-        root_list = [r for r in root_list if r < p] if collective in ROOTED else [None]
+        root_list = [r for r in root_list if r < p] if record(collective).rooted else [None]
         for dtype in dtypes:
             for count in counts:
                 for root in root_list:

@@ -15,13 +15,11 @@ from dataclasses import dataclass
 
 import torch
 
+from ..collectives import RECORDS, Collective, Spec, numpy_reduce, record
+
 FILL = -7  # outputs start as this, so "never written" is recognisable
 
-ROOTED = {"broadcast", "reduce", "scatter", "gather"}
-REDUCING = {"reduce", "all_reduce", "reduce_scatter"}
-BLOCKED = {"all_gather", "reduce_scatter", "scatter", "gather", "all_to_all"}
-COLLECTIVES = ("broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter")
-COLLECTIVES += ("scatter", "gather", "all_to_all", "barrier")
+COLLECTIVES = tuple(c.name for c in RECORDS)
 
 
 @dataclass(frozen=True)
@@ -42,7 +40,7 @@ class Code:
     """Encoding of inputs that lets a wrong value be traced to its source."""
 
     def __init__(self, case: Case, length: int):
-        self.p, self.length, self.reducing = case.p, max(length, 1), case.collective in REDUCING
+        self.p, self.length, self.reducing = case.p, max(length, 1), record(case.collective).reducing
         self.base = 10 ** math.ceil(math.log10(self.length + 1))  # copy: r * base + i
         self.radix = self.p + 1  # reduction: digit r counts rank r's contributions
         self.m = self.radix**self.p
@@ -84,52 +82,58 @@ class Code:
         return f"{v} = {what}"
 
 
+def spec_of(case: Case) -> Spec:
+    """The :class:`~mycollectives.collectives.Spec` of a case (all-to-all:
+    blocks of ``count`` elements between every pair of ranks)."""
+    if case.collective == "all_to_all":
+        return Spec(case.collective, case.p, splits=((case.count,) * case.p,) * case.p)
+    return Spec(case.collective, case.p, count=case.count, root=case.root or 0)
+
+
 def inputs(case: Case, code: Code):
     """Per rank: the arguments for the reader's function, and the expected
-    (name, tensor) to compare after the call (None: not checked)."""
-    p, n, root, dt = case.p, case.count, case.root, case.dtype
-    c = case.collective
+    tensor to compare after the call (None: not checked).
 
-    def enc(rank: int, length: int) -> torch.Tensor:
-        return code.value(rank, torch.arange(length, dtype=torch.int64)).to(dt)
+    The arguments follow the record: an in-place collective takes
+    ``(tensor[, root])``, the others ``(output, input[, root])``, with
+    ``None`` where a rank has no input or no output (scatter's input and
+    gather's output off the root). The expected values are the record's
+    oracle on the encoded inputs.
+    """
+    c: Collective = record(case.collective)
+    spec, dt = spec_of(case), case.dtype
 
-    def fill(length: int) -> torch.Tensor:
-        return torch.full((length,), FILL, dtype=dt)
+    def numel(pieces) -> int:
+        return sum(count for _, _, count in pieces)
 
-    total = sum(code.value(r, torch.arange(p * n, dtype=torch.int64)) for r in range(p))
+    enc = [code.value(r, torch.arange(numel(c.input_at(spec, r)), dtype=torch.int64)) for r in range(case.p)]
+    has = [c.has_input(spec, r) for r in range(case.p)]
+    want = c.oracle(spec, [e.numpy() if h else None for e, h in zip(enc, has)], numpy_reduce("sum"))
+    root = (case.root,) if c.rooted else ()
     out = []
-    for r in range(p):
-        if c == "broadcast":
-            args, want = (enc(r, n), root), enc(root, n)
-        elif c in ("reduce", "all_reduce"):
-            args = (enc(r, n), root) if c == "reduce" else (enc(r, n),)
-            want = total[:n].to(dt) if (c == "all_reduce" or r == root) else None
-        elif c == "all_gather":
-            args, want = (fill(p * n), enc(r, n)), torch.cat([enc(j, n) for j in range(p)])
-        elif c == "reduce_scatter":
-            args, want = (fill(n), enc(r, p * n)), total[r * n : (r + 1) * n].to(dt)
-        elif c == "scatter":
-            args = (fill(n), enc(r, p * n) if r == root else None, root)
-            want = enc(root, p * n)[r * n : (r + 1) * n]
-        elif c == "gather":
-            args = (fill(p * n) if r == root else None, enc(r, n), root)
-            want = torch.cat([enc(j, n) for j in range(p)]) if r == root else None
-        elif c == "all_to_all":
-            args = (fill(p * n), enc(r, p * n))
-            want = torch.cat([enc(j, p * n)[r * n : (r + 1) * n] for j in range(p)])
+    for r in range(case.p):
+        given = enc[r].to(dt) if has[r] or c.in_place else None
+        expected = torch.from_numpy(want[r]).to(dt) if want[r] is not None else None
+        if c.in_place:
+            args = (given, *root)
         else:
-            raise ValueError(f"collective must be one of {COLLECTIVES}, got {c!r}")
-        out.append((args, want))
+            output = (
+                torch.full((numel(c.output_at(spec, r)),), FILL, dtype=dt) if c.has_output(spec, r) else None
+            )
+            args = (output, given, *root)
+        out.append((args, expected))
     return out
 
 
 def _where(case: Case, start: int, stop: int) -> str:
     """Which block or chunk elements ``start..stop-1`` of a result are."""
-    p, n = case.p, case.count
-    if case.collective in ("all_gather", "gather", "all_to_all") and n:
+    p, n, c = case.p, case.count, record(case.collective)
+    spec = spec_of(case)
+    one_block_per_rank = sum(k for _, _, k in c.output_at(spec, 0)) == p * n
+    if not c.in_place and one_block_per_rank and n:
         b, e = start // n, (stop - 1) // n
         return f"block {b} (from rank {b})" if b == e else f"blocks {b}-{e}"
-    if case.collective in ("broadcast", "reduce", "all_reduce") and p > 1 and n:
+    if c.in_place and p > 1 and n:
         bounds = [k * (n // p) + min(k, n % p) for k in range(p + 1)]  # the p-way split a ring uses
         first = max(k for k in range(p) if bounds[k] <= start)
         last = max(k for k in range(p) if bounds[k] <= stop - 1)

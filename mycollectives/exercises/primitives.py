@@ -145,7 +145,7 @@ def check_all_gather_traffic(
 
 
 def _ring_shift_case(fn: Callable, p: int, count: int, dtype: torch.dtype, timeout: float) -> None:
-    from .. import LocalWorld
+    from ..transport import LocalWorld
 
     def body(rank: int):
         send = (torch.arange(count) + 1000 * rank).to(dtype)

@@ -44,9 +44,9 @@ def _close(answer: float | None, want: float, what: str, unit: str = "", rel: fl
 def _leaders_only(fn: Callable, world_size: int, local_size: int, count: int = 12) -> None:
     """Run ``fn`` once on a traced local world; every message between two nodes
     must go from a node leader (local rank 0) to another node leader."""
-    import mycollectives as mc
+    from ..transport import LocalWorld
 
-    world = mc.LocalWorld(world_size, timeout=5.0, eager_bytes=0)
+    world = LocalWorld(world_size, timeout=5.0, eager_bytes=0)
 
     def body(rank: int) -> None:
         t = torch.arange(count, dtype=torch.float32) + 100.0 * rank

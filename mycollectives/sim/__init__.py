@@ -8,18 +8,15 @@ SimResult(all_reduce/ring/simple on dgx_a100, p=8, 1048576 B: ...)
 
 from __future__ import annotations
 
-from .engine import simulate, spec_for_algorithm, spec_for_size
+from .engine import simulate
 from .fluid import Paths, drain, max_min_rates
-from .result import SimResult, bus_factor
+from .result import SimResult
 from .sweeps import crossover, sizes, sweep
 from .tuner import tune
 
 __all__ = [
     "simulate",
-    "spec_for_size",
-    "spec_for_algorithm",
     "SimResult",
-    "bus_factor",
     "Paths",
     "drain",
     "max_min_rates",

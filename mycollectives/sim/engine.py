@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..algorithms import builder, canonical
+from ..algorithms import build, canonical, spec_for
+from ..collectives import busbw_factor
 from ..schedule import Round
 from ..topology import Topology
 from ..topology import protocol as get_protocol
 from .fluid import Paths, drain
-from .result import SimResult, bus_factor
+from .result import SimResult
 
-DEFAULT_SEGMENT_BYTES = 512 * 1024  # pipeline segment when none is given (as the API's default)
 NVLS_LATENCY = 25e-6  # NCCL's hwLat for NVLS/Simple on NVLink, seconds (nccl_tuning)
 
 
@@ -76,44 +76,6 @@ def _messages(r: Round, p: int, itemsize: int):
     return src, dst, nb
 
 
-def spec_for_size(collective: str, p: int, nbytes: int, itemsize: int, **opts):
-    """The :class:`Spec` for an nccl-tests ``size`` (the whole buffer; blocks are ``size/p``)."""
-    from ..algorithms import Spec
-
-    c = canonical(collective)
-    elems = max(int(nbytes) // itemsize, 0)
-    if c in ("all_gather", "reduce_scatter", "scatter", "gather"):
-        return Spec(c, p, count=elems // p, **opts)
-    if c == "all_to_all":
-        m = elems // p
-        return Spec(c, p, splits=tuple((m,) * p for _ in range(p)))
-    return Spec(c, p, count=1 if c == "barrier" else elems, **opts)
-
-
-def spec_for_algorithm(
-    collective: str,
-    algorithm: str,
-    world_size: int,
-    nbytes: int,
-    itemsize: int = 4,
-    segment: int | None = None,
-    local_size: int | None = None,
-    root: int = 0,
-):
-    """The :class:`Spec` :func:`simulate` runs, with only the options ``algorithm`` reads.
-
-    ``build(spec_for_algorithm(...), algorithm)`` is the schedule behind a
-    simulation, e.g. to draw it with the simulated round times.
-    """
-    segment = segment or max(1, DEFAULT_SEGMENT_BYTES // itemsize)
-    opts = {"segment": segment, "local_size": local_size, "root": root}
-    uses = getattr(builder(collective, algorithm), "uses", ())
-    opts = {k: v for k, v in opts.items() if k in uses}
-    if canonical(collective) in ("broadcast", "reduce", "scatter", "gather"):
-        opts["root"] = root
-    return spec_for_size(collective, world_size, nbytes, itemsize, **opts)
-
-
 def simulate(
     collective: str,
     algorithm: str,
@@ -153,10 +115,17 @@ def simulate(
             NVLS_LATENCY,
         )
     else:
-        spec = spec_for_algorithm(
-            collective, algorithm, p, nbytes, itemsize, segment, local_size or topology.gpus_per_node, root
+        spec = spec_for(
+            collective,
+            algorithm,
+            p,
+            nbytes,
+            itemsize,
+            root=root,
+            segment_bytes=segment * itemsize if segment else None,
+            local_size=local_size or topology.gpus_per_node,
         )
-        rounds = [r for r in builder(spec.collective, algorithm)(spec) if len(r)]
+        rounds = list(build(spec, algorithm).rounds)
         cap_scale, extra_lat = 1.0, 0.0
     state = _Rounds(topology, proto, cache)
     n = len(rounds)
@@ -185,7 +154,7 @@ def simulate(
         world_size=p,
         topology=topology,
         time_s=float(total),
-        bus_factor=bus_factor(collective, p),
+        bus_factor=busbw_factor(collective, p),
         round_start=proto.base_latency + np.concatenate([[0.0], np.cumsum(dur)[:-1]]) if n else np.zeros(0),
         round_time=dur,
         round_flows=flows,

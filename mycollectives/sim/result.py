@@ -2,9 +2,8 @@
 
 ``algbw`` is the collective's size over its time; ``busbw`` scales it by the
 factor that makes it comparable with a link's bandwidth whatever the number
-of ranks (nccl-tests' ``doc/PERFORMANCE.md``, ``nccl_tests_perf``):
-``2(p-1)/p`` for all-reduce, ``(p-1)/p`` for all-gather, reduce-scatter and
-all-to-all, 1 for broadcast and reduce.
+of ranks (nccl-tests' ``doc/PERFORMANCE.md``, ``nccl_tests_perf``), the
+collective record's :meth:`~mycollectives.collectives.Collective.bound`.
 """
 
 from __future__ import annotations
@@ -13,20 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..algorithms import canonical
 from ..topology import Topology
-
-
-def bus_factor(collective: str, p: int) -> float:
-    """nccl-tests' busbw / algbw ratio for ``collective`` on ``p`` ranks."""
-    c = canonical(collective)
-    if p <= 1 or c == "barrier":
-        return 0.0 if c == "barrier" else 1.0
-    if c == "all_reduce":
-        return 2 * (p - 1) / p
-    if c in ("broadcast", "reduce"):
-        return 1.0
-    return (p - 1) / p  # all_gather, reduce_scatter, all_to_all, scatter, gather
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,7 +42,7 @@ class SimResult:
     @property
     def busbw(self) -> float:
         """``algbw`` times the collective's bus factor, in GB/s."""
-        return self.algbw * self.bus_factor
+        return self.algbw * self.bus_factor if self.bus_factor else 0.0
 
     @property
     def link_utilisation(self) -> np.ndarray:

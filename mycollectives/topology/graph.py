@@ -74,10 +74,6 @@ class Topology:
     def num_links(self) -> int:
         return len(self.link_src)
 
-    @property
-    def num_nodes(self) -> int:
-        return -(-self.num_gpus // self.gpus_per_node)
-
     def node_of(self, gpu) -> np.ndarray:
         return np.asarray(gpu) // self.gpus_per_node
 

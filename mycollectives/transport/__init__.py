@@ -1,6 +1,15 @@
-"""Transports: the only layer that moves bytes (see ``base.py``)."""
+"""Transports: the only layer that moves bytes (see ``base.py``).
+
+``local`` runs ranks as threads of one process; ``torch_dist`` sends through
+a torch process group (gloo, NCCL); ``shm`` moves the bytes of CPU ranks on
+one host through shared memory. :func:`resolve_group` turns a call's
+``group`` into a transport, choosing with :func:`transport_for`.
+"""
 
 from __future__ import annotations
+
+import os
+import weakref
 
 from .base import Done, Label, Message, Transport, TransportDeadlock, TransportPeerError, TransportTimeout
 from .local import LocalTransport, LocalWorld, TraceEvent, current_local, run_local
@@ -19,7 +28,14 @@ __all__ = [
     "current_local",
     "run_local",
     "resolve_group",
+    "transport_for",
+    "TRANSPORT_ENV",
+    "TRANSPORTS",
 ]
+
+TRANSPORT_ENV = "MYCOLLECTIVES_TRANSPORT"
+TRANSPORTS = ("group", "shm")
+_transports: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def resolve_group(group=None) -> Transport:
@@ -42,6 +58,28 @@ def resolve_group(group=None) -> Transport:
             f"group must be a torch.distributed ProcessGroup, a mycollectives transport or None, "
             f"got {type(group).__name__}"
         )
-    from .torch_dist import transport_for
-
     return transport_for(group)
+
+
+def transport_for(group=None):
+    """One cached transport per process group (None: the default group).
+
+    ``MYCOLLECTIVES_TRANSPORT`` picks its kind, the same on every rank:
+    ``group`` (the default, the process group's own send and receive) or
+    ``shm`` (:class:`~mycollectives.transport.shm.ShmTransport`, for ranks
+    on one host). The cache is keyed weakly by the group and transports
+    hold their group weakly, so destroying a group frees its transport too.
+    """
+    import torch.distributed as dist
+
+    from .shm import ShmTransport
+    from .torch_dist import TorchDistTransport
+
+    key = dist.group.WORLD if group is None else group
+    t = _transports.get(key)
+    if t is None:
+        kind = os.environ.get(TRANSPORT_ENV, "group") or "group"
+        if kind not in TRANSPORTS:
+            raise ValueError(f"{TRANSPORT_ENV}={kind!r}: expected one of {TRANSPORTS}")
+        t = _transports[key] = ShmTransport(key) if kind == "shm" else TorchDistTransport(key)
+    return t

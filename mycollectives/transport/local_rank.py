@@ -1,23 +1,21 @@
-"""One rank's end of a local world: its transport, its messages and their works.
+"""One rank's end of a local world: its transport and the works it returns.
 
 :class:`LocalTransport` is what a rank of a
 :class:`~mycollectives.transport.local.LocalWorld` sends and receives
-through; the world holds the mailboxes they share. A send records a
-:class:`TraceEvent` per piece it carries when the world keeps a trace.
+through; the mailboxes the ranks share are a :class:`~.local_mail.Mail`. A
+send records a :class:`TraceEvent` per piece it carries when the world keeps
+a trace.
 """
 
 from __future__ import annotations
 
 import collections
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 
 from .base import Label, Message
-
-if TYPE_CHECKING:
-    from .local import LocalWorld
+from .local_mail import Letter, Mail
 
 
 @dataclass
@@ -35,31 +33,24 @@ class TraceEvent:
     t_recv: float | None = None
 
 
-@dataclass
-class _Mail:
-    tensor: torch.Tensor
-    events: list
-    seq: int = 0  # its place among the messages from src to dst with this tag
-
-
 class LocalTransport:
-    """One rank's end of a :class:`LocalWorld`."""
+    """One rank's end of a local world."""
 
-    def __init__(self, world: LocalWorld, rank: int):
-        self.world, self.rank, self.world_size = world, rank, world.world_size
+    def __init__(self, mail: Mail, rank: int):
+        self.mail, self.rank, self.world_size = mail, rank, mail.world_size
         self.device = torch.device("cpu")
         self._pending: dict[tuple, collections.deque] = collections.defaultdict(collections.deque)
 
     @property
     def timeout(self) -> float:
-        return self.world.timeout
+        return self.mail.timeout
 
     def group_rank(self, rank: int) -> int:
         return rank
 
     def isend(self, tensor, dst, tag=0, label=None, pieces=()):
         events = []
-        if self.world.record:
+        if self.mail.record:
             label = label or Label("send")
             pieces = pieces or (("tensor", 0, tensor.numel()),)
             for buf, off, count in pieces:
@@ -73,21 +64,21 @@ class LocalTransport:
                     buf,
                     off,
                     count,
-                    self.world.now(),
+                    self.mail.now(),
                 )
                 events.append(ev)
-            self.world.trace.extend(events)
-        msg = _Mail(tensor.detach().clone(), events)
-        self.world._post(self.rank, dst, tag, msg)
-        eager = self.world.eager_bytes
+            self.mail.trace.extend(events)
+        letter = Letter(tensor.detach().clone(), events)
+        self.mail.post(self.rank, dst, tag, letter)
+        eager = self.mail.eager_bytes
         if eager is None or tensor.numel() * tensor.element_size() <= eager:
             return _SendDone()
-        return _Rendezvous(self.world, self.rank, dst, tag, msg)
+        return _Rendezvous(self.mail, self.rank, dst, tag, letter)
 
     def irecv(self, tensor, src, tag=0, label=None):
         handle = _LocalRecv(self, tensor, src, tag)
         self._pending[(src, tag)].append(handle)
-        self.world._posted_recv(src, self.rank, tag)
+        self.mail.posted_recv(src, self.rank, tag)
         return handle
 
     def exchange(self, sends: list[Message], recvs: list[Message], label: Label):
@@ -110,15 +101,15 @@ class _Rendezvous:
     """A send above the eager limit: complete once the receiver has posted
     the matching receive (its data was copied when the send was posted)."""
 
-    def __init__(self, world: LocalWorld, src: int, dst: int, tag: int, msg: _Mail):
-        self.world, self.src, self.dst, self.tag, self.msg = world, src, dst, tag, msg
+    def __init__(self, mail: Mail, src: int, dst: int, tag: int, letter: Letter):
+        self.mail, self.src, self.dst, self.tag, self.letter = mail, src, dst, tag, letter
 
     def wait(self, timeout: float | None = None) -> bool:
-        self.world._wait_taken(self.src, self.dst, self.tag, self.msg, timeout or self.world.timeout)
+        self.mail.wait_taken(self.src, self.dst, self.tag, self.letter, timeout or self.mail.timeout)
         return True
 
     def is_completed(self) -> bool:
-        return self.world._matched(self.src, self.dst, self.tag, self.msg)
+        return self.mail.matched(self.src, self.dst, self.tag, self.letter)
 
 
 class _LocalRecv:
@@ -132,11 +123,11 @@ class _LocalRecv:
     def wait(self, timeout: float | None = None) -> bool:
         # messages from one sender match receives in the order both were posted
         queue = self.transport._pending[(self.src, self.tag)]
-        world, me = self.transport.world, self.transport.rank
+        mail, me = self.transport.mail, self.transport.rank
         while not self.done:
             head = queue[0]
-            msg = world._take(self.src, me, self.tag, timeout or world.timeout)
-            data, events = msg.tensor, msg.events
+            letter = mail.take(self.src, me, self.tag, timeout or mail.timeout)
+            data, events = letter.tensor, letter.events
             queue.popleft()
             if data.numel() != head.tensor.numel():
                 raise ValueError(
@@ -147,5 +138,5 @@ class _LocalRecv:
                 head.tensor.view(-1).copy_(data.view(-1))
             head.done = True
             for ev in events:
-                ev.t_recv = world.now()
+                ev.t_recv = mail.now()
         return True

@@ -67,7 +67,6 @@ class ShmTransport:
         self.rank, self.world_size = self.inner.rank, self.inner.world_size
         self.timeout, self.device = self.inner.timeout, self.inner.device
         self.batched = False
-        self.max_message_bytes = None  # shared memory gains nothing from cutting messages
         env = os.environ.get("MYCOLLECTIVES_SHM_EAGER_BYTES", str(DEFAULT_EAGER_BYTES))
         self.eager_bytes = max(1, int(eager_bytes if eager_bytes is not None else env))
         self.nonce = random.SystemRandom().getrandbits(62)

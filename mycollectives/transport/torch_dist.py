@@ -21,7 +21,6 @@ import torch.distributed as dist
 from .base import Label, Message, TransportPeerError, TransportTimeout
 
 DEFAULT_TIMEOUT = 300.0
-DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
 
 
 class TorchDistTransport:
@@ -50,10 +49,6 @@ class TorchDistTransport:
         self.nccl = self.backend == "nccl"
         self.batched = self.nccl if batched is None else batched
         self.timeout = float(timeout or os.environ.get("MYCOLLECTIVES_TIMEOUT", DEFAULT_TIMEOUT))
-        # gloo: cut big transfers into messages of this size, posted together, so
-        # the executor reduces one while the next arrives (None: never cut)
-        limit = os.environ.get("MYCOLLECTIVES_MAX_MESSAGE_BYTES", str(DEFAULT_MAX_MESSAGE_BYTES))
-        self.max_message_bytes = None if self.batched or int(limit) <= 0 else int(limit)
         self._global = [dist.get_global_rank(self.group, r) for r in range(self.world_size)]
         self._group_of = {g: r for r, g in enumerate(self._global)}
         if self.nccl:
@@ -129,35 +124,3 @@ class _DistWork:
             raise TransportPeerError(text.splitlines()[0][:300]) from e
         self.done = True
         return True
-
-
-_transports: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-TRANSPORT_ENV = "MYCOLLECTIVES_TRANSPORT"
-TRANSPORTS = ("group", "shm")
-
-
-def transport_for(group=None):
-    """One cached transport per process group (None: the default group).
-
-    ``MYCOLLECTIVES_TRANSPORT`` picks its kind, the same on every rank:
-    ``group`` (the default, the process group's own send and receive) or
-    ``shm`` (:class:`~mycollectives.transport.shm.ShmTransport`, for ranks
-    on one host). The cache is keyed weakly by the group and transports
-    hold their group weakly, so destroying a group frees its transport too.
-    """
-    key = dist.group.WORLD if group is None else group
-    t = _transports.get(key)
-    if t is None:
-        kind = os.environ.get(TRANSPORT_ENV, "group") or "group"
-        if kind not in TRANSPORTS:
-            raise ValueError(f"{TRANSPORT_ENV}={kind!r}: expected one of {TRANSPORTS}")
-        if kind == "shm":
-            from .shm import ShmTransport
-
-            t = ShmTransport(key)
-        else:
-            t = TorchDistTransport(key)
-        _transports[key] = t
-    return t

@@ -1,7 +1,7 @@
 """Buffers per rank, coloured by whose data they hold (chapter 3 figures).
 
-:func:`buffer_states` replays a schedule on labels instead of numbers, as
-``verify`` does: every element carries the set of ranks whose contribution
+:func:`buffer_states` replays a schedule on labels instead of numbers with
+``verify.replay``: every element carries the set of ranks whose contribution
 it holds (a bit mask). :func:`draw_buffers` paints one row per rank, one cell
 per element: white is empty, a rank's own colour is its data alone, a blend
 of colours is a partial sum, and dark grey is the sum over every rank.
@@ -13,40 +13,23 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..algorithms import Spec
-from ..schedule import OUT, WORK, Schedule
-from ..verify import _init
+from ..schedule import Schedule
+from ..verify import replay, spec_of
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
 
-def _spec(schedule: Schedule) -> Spec:
-    return Spec(schedule.collective, schedule.world_size, **schedule.params)
-
-
 def result_buffer(schedule: Schedule) -> int:
-    """The buffer a collective's answer ends in: ``OUT`` for all-to-all, else ``WORK``."""
-    return OUT if OUT in schedule.buffers else WORK
+    """The buffer a collective's answer ends in (its record's ``output_at``)."""
+    spec = spec_of(schedule)
+    return spec.record.output_at(spec, 0)[0][0]
 
 
 def buffer_states(schedule: Schedule, buffer: int | None = None) -> list[list[np.ndarray]]:
     """``states[k][r]``: masks of rank ``r``'s ``buffer`` before round ``k`` (and after the last)."""
-    spec, p = _spec(schedule), schedule.world_size
-    state = [{b: lab[1].copy() for b, lab in _init(schedule, spec, r).items()} for r in range(p)]
     buf = result_buffer(schedule) if buffer is None else buffer
-    out = [[s[buf].copy() for s in state]]
-    for rnd in schedule.rounds:
-        new = [{b: m.copy() for b, m in s.items()} for s in state]
-        for src, dst, sb, so, db, do, cnt, red in rnd.transfers():
-            data = state[src][sb][so : so + cnt]
-            if red:
-                new[dst][db][do : do + cnt] |= data
-            else:
-                new[dst][db][do : do + cnt] = data
-        state = new
-        out.append([s[buf].copy() for s in state])
-    return out
+    return [[s[buf][1].copy() for s in state] for state in replay(schedule, check=False)]
 
 
 def rank_colours(p: int) -> np.ndarray:

@@ -23,64 +23,50 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..collectives import COLLECTIVE, COLLECTIVES, Spec, labelled_inputs, labelled_outputs
 from .buffers import mask_colours
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-SHOWN = (
-    "broadcast",
-    "reduce",
-    "all_reduce",
-    "all_gather",
-    "reduce_scatter",
-    "scatter",
-    "gather",
-    "all_to_all",
-)
+SHOWN = tuple(c for c in COLLECTIVES if c != "barrier")
 
 Block = tuple[int, int] | None  # (mask of contributing ranks, block index) or empty
+
+
+def _blocks(labels, p: int, rank: int) -> list[Block]:
+    """``p`` columns from a rank's labelled data: ``p`` blocks fill them all; a
+    single block sits in the rank's own column; no data leaves them empty."""
+    row: list[Block] = [None] * p
+    if labels is None:
+        return row
+    ids, masks = labels
+    if len(ids) == p:
+        return [(int(m), int(i)) for i, m in zip(ids, masks)]
+    row[rank] = (int(masks[0]), int(ids[0]))
+    return row
 
 
 def collective_blocks(collective: str, p: int, root: int = 0) -> tuple[list[list[Block]], list[list[Block]]]:
     """``before[r][j]`` and ``after[r][j]``: what block ``j`` of rank ``r`` holds.
 
     A block is ``(mask, k)``: block ``k`` of the data of the ranks in ``mask``
-    (summed if several), or ``None`` when the rank holds nothing there.
+    (summed if several), or ``None`` when the rank holds nothing there. Both
+    come from the collective's record: its inputs, labelled as the verifier
+    labels them, and its oracle run on those labels, with one element per block.
     """
     if collective not in SHOWN:
         raise ValueError(f"collective must be one of {SHOWN}, got {collective!r}")
     if not 0 <= root < p:
         raise ValueError(f"root {root} is not a rank of a world of {p}")
-    full = (1 << p) - 1
-    own = [[(1 << r, j) for j in range(p)] for r in range(p)]  # every rank holds p blocks of its own
-    empty: list[Block] = [None] * p
-    c = collective
-    if c == "broadcast":
-        before = [own[r] if r == root else list(empty) for r in range(p)]
-        after = [list(own[root]) for _ in range(p)]
-    elif c == "reduce":
-        before = own
-        after = [[(full, j) for j in range(p)] if r == root else list(empty) for r in range(p)]
-    elif c == "all_reduce":
-        before = own
-        after = [[(full, j) for j in range(p)] for _ in range(p)]
-    elif c == "all_gather":
-        before = [[(1 << r, 0) if j == r else None for j in range(p)] for r in range(p)]
-        after = [[(1 << j, 0) for j in range(p)] for _ in range(p)]
-    elif c == "reduce_scatter":
-        before = own
-        after = [[(full, j) if j == r else None for j in range(p)] for r in range(p)]
-    elif c == "scatter":
-        before = [own[r] if r == root else list(empty) for r in range(p)]
-        after = [[(1 << root, j) if j == r else None for j in range(p)] for r in range(p)]
-    elif c == "gather":
-        before = [[(1 << r, 0) if j == r else None for j in range(p)] for r in range(p)]
-        after = [[(1 << j, 0) for j in range(p)] if r == root else list(empty) for r in range(p)]
-    else:  # all_to_all: block j of rank r goes to rank j, where it lands in slot r
-        before = own
-        after = [[(1 << j, r) for j in range(p)] for r in range(p)]
-    return before, after
+    c = COLLECTIVE[collective]
+    if collective == "all_to_all":
+        spec = Spec(collective, p, splits=((1,) * p,) * p)
+    else:
+        spec = Spec(collective, p, count=1 if c.blocked else p, root=root if c.rooted else 0)
+    ins = labelled_inputs(spec)
+    outs = labelled_outputs(spec, ins)
+    return [_blocks(x, p, r) for r, x in enumerate(ins)], [_blocks(x, p, r) for r, x in enumerate(outs)]
 
 
 def _label(block: Block, p: int) -> str:
@@ -130,8 +116,7 @@ def draw_collective(collective: str, p: int = 4, root: int = 0, axes=None):
     before, after = collective_blocks(collective, p, root)
     if axes is None:
         _, axes = plt.subplots(1, 2, figsize=(7.5, 0.35 * p + 1.2))
-    rooted = collective in ("broadcast", "reduce", "scatter", "gather")
-    where = f" (root {root})" if rooted else ""
+    where = f" (root {root})" if COLLECTIVE[collective].rooted else ""
     draw_blocks(before, p, axes[0], f"{collective}{where}: before")
     draw_blocks(after, p, axes[1], f"{collective}{where}: after")
     axes[1].set_yticks(range(p), [""] * p)
