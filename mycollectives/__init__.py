@@ -26,6 +26,7 @@ from .algorithms import algorithms
 from .api import (
     all_gather,
     all_gather_into_tensor,
+    all_gather_single,
     all_reduce,
     all_to_all,
     all_to_all_single,
@@ -39,12 +40,15 @@ from .api import (
     recv,
     reduce,
     reduce_scatter,
+    reduce_scatter_single,
     reduce_scatter_tensor,
     scatter,
     send,
 )
+from .api.work import Work
 from .errors import CollectiveError, CollectiveTimeout, DeadlockError, PeerError
 from .ops import ReduceOp
+from .patch import patch_torch_distributed, unpatch_torch_distributed
 from .pingpong import calibrate
 from .transport import LocalWorld, run_local
 from .transport.gloo import GlooPool, run_gloo
@@ -60,6 +64,9 @@ __all__ = [
     "GlooPool",
     "LocalWorld",
     "calibrate",
+    "patch_torch_distributed",
+    "unpatch_torch_distributed",
+    "Work",
     "get_rank",
     "get_world_size",
     "send",
@@ -71,8 +78,10 @@ __all__ = [
     "all_reduce",
     "all_gather",
     "all_gather_into_tensor",
+    "all_gather_single",
     "reduce_scatter",
     "reduce_scatter_tensor",
+    "reduce_scatter_single",
     "scatter",
     "gather",
     "all_to_all",

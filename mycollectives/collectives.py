@@ -392,7 +392,17 @@ def labelled_outputs(spec: Spec, inputs=None) -> list[tuple[np.ndarray, np.ndarr
 
 
 def numpy_reduce(op: str) -> Fold:
-    """The stack-folding function of a ReduceOp name (``"SUM"``, ``"AVG"``, ...)."""
-    folds = {"SUM": np.sum, "AVG": np.mean, "PRODUCT": np.prod, "PROD": np.prod, "MIN": np.min, "MAX": np.max}
+    """The stack-folding function of a ReduceOp name (``"SUM"``, ``"AVG"``, ``"BXOR"``, ...)."""
+    folds = {
+        "SUM": np.sum,
+        "AVG": np.mean,
+        "PRODUCT": np.prod,
+        "PROD": np.prod,
+        "MIN": np.min,
+        "MAX": np.max,
+        "BAND": np.bitwise_and.reduce,
+        "BOR": np.bitwise_or.reduce,
+        "BXOR": np.bitwise_xor.reduce,
+    }
     fold = folds[op.upper()]
     return lambda stack: fold(stack, axis=0)

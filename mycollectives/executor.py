@@ -23,6 +23,7 @@ names the collective, algorithm, round and peer.
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Callable
 
@@ -54,19 +55,21 @@ def workspace(transport, slot: str, numel: int, like: torch.Tensor) -> torch.Ten
     return t[:numel]
 
 
-def _wait(call, timeout: float, where: str, peer: int, what: str):
+def _wait(call, timeout: float, where: str, peer: int | None, what: str):
     """``call(timeout)``, its transport's errors turned into the package's,
-    each naming the collective, round and peer (``where`` says the first two)."""
+    each naming the collective, round and peer (``where`` says the first two;
+    ``peer`` None: the one the transport's error names)."""
     try:
         return call(timeout)
-    except TransportDeadlock as e:
-        raise DeadlockError(f"{where}: {what} rank {peer}: {e}") from e
-    except TransportTimeout as e:
-        raise CollectiveTimeout(
-            f"{where}: {what} rank {peer} timed out after {timeout:g} s (did rank {peer} join this collective?)"
-        ) from e
-    except TransportPeerError as e:
-        raise PeerError(f"{where}: {what} rank {peer} failed: {e}") from e
+    except (TransportTimeout, TransportPeerError) as e:  # a TransportDeadlock is a TransportTimeout
+        who = peer if peer is not None else e.peer if e.peer is not None else "?"
+        if isinstance(e, TransportDeadlock):
+            raise DeadlockError(f"{where}: {what} rank {who}: {e}") from e
+        if isinstance(e, TransportTimeout):
+            raise CollectiveTimeout(
+                f"{where}: {what} rank {who} timed out after {timeout:g} s (did rank {who} join this collective?)"
+            ) from e
+        raise PeerError(f"{where}: {what} rank {who} failed: {e}") from e
 
 
 def execute(
@@ -121,9 +124,9 @@ def execute(
             Message(packed(pieces), peer, tuple((BUFFERS[b], o, c) for b, o, c, _ in pieces))
             for peer, pieces in rp.sends
         ]
-        send_works, recv_works = transport.exchange(
-            sends, [m for m, _, _ in recvs], Label(name, schedule.algorithm, rp.index)
-        )
+        tag = Label(name, schedule.algorithm, rp.index)
+        post = functools.partial(transport.exchange, sends, [m for m, _, _ in recvs], tag)
+        send_works, recv_works = _wait(lambda _, post=post: post(), timeout, where, None, "post to")
         deferred = []
         for (msg, pieces, mode), work in zip(recvs, recv_works):
             in_place = getattr(work, "view", None) if mode == "now" else None

@@ -16,6 +16,9 @@ class ReduceOp(enum.Enum):
     MIN = "min"
     MAX = "max"
     AVG = "avg"
+    BAND = "band"
+    BOR = "bor"
+    BXOR = "bxor"
 
     def __repr__(self) -> str:
         return f"ReduceOp.{self.name}"
@@ -28,6 +31,11 @@ def resolve_op(op) -> ReduceOp:
     name = getattr(op, "name", None) or (op if isinstance(op, str) else None)
     if name is None:  # torch's ReduceOp wrapper object
         name = str(getattr(op, "op", op)).rsplit(".", 1)[-1]
+    if str(name).upper() == "PREMUL_SUM":
+        raise ValueError(
+            "argument 'op' is PREMUL_SUM, which this package does not support (nor does gloo); "
+            "scale the tensor first and reduce with SUM"
+        )
     try:
         return ReduceOp[str(name).upper()]
     except KeyError:
@@ -42,6 +50,8 @@ def op_dtype_error(op: ReduceOp, dtype: torch.dtype) -> str | None:
         return f"AVG needs a floating-point dtype, got {dtype}"
     if op in (ReduceOp.MIN, ReduceOp.MAX) and dtype.is_complex:
         return f"{op.name} is not defined for complex dtype {dtype}"
+    if op in BITWISE and (dtype.is_floating_point or dtype.is_complex):
+        return f"{op.name} is a bitwise op: it needs an integer or bool dtype, got {dtype}"
     return None
 
 
@@ -67,6 +77,13 @@ def _mul(acc: torch.Tensor, x: torch.Tensor) -> None:
         acc.mul_(x)
 
 
+BITWISE = {
+    ReduceOp.BAND: torch.Tensor.bitwise_and_,
+    ReduceOp.BOR: torch.Tensor.bitwise_or_,
+    ReduceOp.BXOR: torch.Tensor.bitwise_xor_,
+}
+
+
 def combiner(op: ReduceOp) -> Callable[[torch.Tensor, torch.Tensor], None]:
     """``f(acc, x)`` that folds ``x`` into ``acc`` in place. AVG sums; the
     caller divides by the world size once at the end."""
@@ -76,4 +93,5 @@ def combiner(op: ReduceOp) -> Callable[[torch.Tensor, torch.Tensor], None]:
         ReduceOp.PRODUCT: _mul,
         ReduceOp.MIN: _minimum,
         ReduceOp.MAX: _maximum,
+        **BITWISE,
     }[op]

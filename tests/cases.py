@@ -34,7 +34,7 @@ VARIANTS = {c.name: (*c.aliases, c.name) for c in RECORDS if c.aliases}  # the t
 
 def ops_for(dtype: str) -> list[str]:
     ops = ["SUM", "PRODUCT", "MIN", "MAX"]
-    return ops + ["AVG"] if DTYPES[dtype].is_floating_point else ops
+    return ops + ["AVG"] if DTYPES[dtype].is_floating_point else ops + ["BAND", "BOR", "BXOR"]
 
 
 @dataclass(frozen=True)
@@ -176,6 +176,8 @@ def oracle(case: Case) -> list[list[np.ndarray]]:
         spec = Spec(c.name, p, count=n, root=case.root)
         key = "list" if c.name == "scatter" else "tensor" if c.in_place or c.name == "gather" else "input"
         flat = [_flat(a[key]) for a in ins]
+    if case.op in ("BAND", "BOR", "BXOR"):  # bitwise: on the integers themselves
+        flat = [x.astype(np.int64) for x in flat]
     outs = c.oracle(
         spec,
         [x if c.has_input(spec, r) else None for r, x in enumerate(flat)],

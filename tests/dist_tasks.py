@@ -11,6 +11,7 @@ import torch.distributed as dist
 from cases import Case, call, compare
 
 import mycollectives as mc
+from mycollectives.transport import COLLECTIVE_TAG as TAG  # the tag that goes through shared memory
 
 
 def reference(case: Case, rank: int):
@@ -133,12 +134,12 @@ def shm_regions(rank: int) -> dict:
     shapes = [(n, dt) for n in (16, 1000, 1 << 16, 3 << 20, 5) for dt in (torch.float32, torch.int64)] * 2
     out: dict = {"ok": True}
     if rank == 0:
-        works = [t.isend((torch.arange(n) * (i + 1)).to(dt), 1) for i, (n, dt) in enumerate(shapes)]
+        works = [t.isend((torch.arange(n) * (i + 1)).to(dt), 1, TAG) for i, (n, dt) in enumerate(shapes)]
         for w in reversed(works):
             w.wait()
     elif rank == 1:
         got = [torch.empty(n, dtype=dt) for n, dt in shapes]
-        works = [t.irecv(g, 0) for g in got]
+        works = [t.irecv(g, 0, TAG) for g in got]
         order = list(range(len(works)))
         order = order[1::2] + order[::2]  # later messages read before earlier ones
         for i in order:
@@ -147,11 +148,11 @@ def shm_regions(rank: int) -> dict:
             torch.equal(g, (torch.arange(g.numel()) * (i + 1)).to(g.dtype)) for i, g in enumerate(got)
         )
     dist.barrier()
-    mine = f"mycollectives-{t.nonce:x}-"
+    mine = f"mycollectives-{t.key:x}-{rank}-"
     if rank == 0:  # one more message: the sender sees what the receiver has read
-        t.isend(torch.ones(100), 1).wait()
+        t.isend(torch.ones(100), 1, TAG).wait()
     elif rank == 1:
-        t.irecv(torch.empty(100), 0).wait()
+        t.irecv(torch.empty(100), 0, TAG).wait()
     out["regions"] = len(t._out[1].regions) if rank == 0 else 0
     out["left_while_alive"] = sorted(f for f in os.listdir(SHM_DIR) if f.startswith(mine))
     dist.barrier()
@@ -224,13 +225,13 @@ def shm_close_right_after_send(rank: int) -> str:
 
     t = ShmTransport(None, timeout=30, eager_bytes=64)
     if rank == 0:
-        t.isend(torch.arange(1 << 16, dtype=torch.float32), 1).wait()
+        t.isend(torch.arange(1 << 16, dtype=torch.float32), 1, TAG).wait()
         t.close()
         return "sent"
     if rank == 1:
         time.sleep(0.5)  # the sender has closed by now
         got = torch.empty(1 << 16)
-        t.irecv(got, 0).wait()
+        t.irecv(got, 0, TAG).wait()
         t.close()
         return "ok" if torch.equal(got, torch.arange(1 << 16, dtype=torch.float32)) else "wrong data"
     return "idle"

@@ -94,6 +94,28 @@ CATALOGUE = {
     "uneven all_to_all with no splits": (lambda r: mc.all_to_all_single(_t(6), _t(6)), ValueError, "divide"),
     "unknown option": (lambda r: mc.all_reduce(_t(4), timout=3), TypeError, "timout"),
     "group of the wrong type": (lambda r: mc.all_reduce(_t(4), group="world"), TypeError, "group"),
+    "negative timeout": (lambda r: mc.all_reduce(_t(4), timeout=-1), ValueError, "argument 'timeout'"),
+    "zero timeout": (lambda r: mc.all_reduce(_t(4), timeout=0), ValueError, "argument 'timeout'"),
+    "timeout as a string": (lambda r: mc.all_reduce(_t(4), timeout="5"), TypeError, "argument 'timeout'"),
+    "infinite timeout": (
+        lambda r: mc.all_reduce(_t(4), timeout=float("inf")),
+        ValueError,
+        "argument 'timeout'",
+    ),
+    "nan timeout on one rank": (
+        lambda r: mc.all_reduce(_t(4), timeout=float("nan") if r == 1 else 10.0),
+        ValueError,
+        "timeout",
+    ),
+    "check that is not a bool": (lambda r: mc.all_reduce(_t(4), check="yes"), TypeError, "argument 'check'"),
+    "segment_bytes of zero": (
+        lambda r: mc.broadcast(_t(4), 0, algorithm="chain", segment_bytes=0),
+        ValueError,
+        "argument 'segment_bytes'",
+    ),
+    "meta tensor": (lambda r: mc.all_reduce(torch.empty(4, device="meta")), ValueError, "meta tensor"),
+    "bitwise op on floats": (lambda r: mc.all_reduce(_t(4), op=mc.ReduceOp.BXOR), TypeError, "bitwise"),
+    "PREMUL_SUM": (lambda r: mc.all_reduce(_t(4), op="premul_sum"), ValueError, "PREMUL_SUM"),
     "hierarchical node size that does not divide p": (
         lambda r: mc.all_reduce(_t(4), algorithm="hierarchical", local_size=3),
         ValueError,

@@ -304,3 +304,27 @@ def test_even_all_to_all_without_check_needs_no_exchange_of_split_sizes():
     # one handshake only (the uneven call's): a Bruck all-gather of 4 descriptors
     width = min(e.nbytes for e in checks)  # one descriptor, in bytes
     assert sum(e.nbytes for e in checks) == 4 * width + 4 * 2 * width
+
+
+def test_async_on_a_local_world_completes_before_returning_and_offers_torchs_work():
+    def fn(rank):
+        t = torch.full((3,), float(rank))
+        work = mc.all_reduce(t, async_op=True)
+        assert work.is_completed() and work.is_success() and work.exception() is None
+        assert work.wait() is True and work.result()[0] is t
+        return work.get_future().wait()[0].tolist()
+
+    assert mc.run_local(fn, 3) == [[3.0] * 3] * 3
+
+
+def test_torchs_newer_single_tensor_names():
+    def fn(rank):
+        out = torch.empty(6)
+        mc.all_gather_single(out, torch.full((2,), float(rank)))
+        small = torch.empty(2)
+        mc.reduce_scatter_single(small, torch.arange(6.0))
+        return out.tolist(), small.tolist()
+
+    got = mc.run_local(fn, 3)
+    assert all(o == [0.0, 0.0, 1.0, 1.0, 2.0, 2.0] for o, _ in got)
+    assert [s for _, s in got] == [[0.0, 3.0], [6.0, 9.0], [12.0, 15.0]]

@@ -12,16 +12,18 @@ from ..ops import ReduceOp
 from .all_to_all import all_to_all, all_to_all_single
 from .barrier import barrier
 from .broadcast import broadcast
-from .gather import all_gather, all_gather_into_tensor, gather, scatter
+from .gather import all_gather, all_gather_into_tensor, all_gather_single, gather, scatter
 from .group import get_rank, get_world_size
 from .p2p import irecv, isend, recv, send
 from .reduce import all_reduce, reduce
-from .reduce_scatter import reduce_scatter, reduce_scatter_tensor
+from .reduce_scatter import reduce_scatter, reduce_scatter_single, reduce_scatter_tensor
+from .work import Work
 
 __all__ = [
     "ReduceOp",
     "all_gather",
     "all_gather_into_tensor",
+    "all_gather_single",
     "all_reduce",
     "all_to_all",
     "all_to_all_single",
@@ -35,7 +37,9 @@ __all__ = [
     "recv",
     "reduce",
     "reduce_scatter",
+    "reduce_scatter_single",
     "reduce_scatter_tensor",
     "scatter",
     "send",
+    "Work",
 ]

@@ -5,8 +5,15 @@ from __future__ import annotations
 import torch
 
 from ..schedule import IN, OUT
-from ..transport import Done
-from .core import Meta, launch
+from .core import Meta, launch, scratch
+
+
+def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors share any byte of memory."""
+    if a.numel() == 0 or b.numel() == 0 or a.device != b.device:
+        return False
+    a0, b0 = a.data_ptr(), b.data_ptr()
+    return a0 < b0 + b.numel() * b.element_size() and b0 < a0 + a.numel() * a.element_size()
 
 
 def _row_numel(t: torch.Tensor) -> int:
@@ -61,9 +68,14 @@ def all_to_all_single(
             even=even,
         )
 
-    job = launch("all_to_all_single", group, algorithm, options, validate)
-    job.run({IN: input.view(-1), OUT: output.view(-1)})
-    return Done() if async_op else None
+    def body(job) -> None:
+        src = input.view(-1)
+        if _overlap(src, output):  # output is (part of) input: read from a copy, as torch does
+            src = scratch(src.numel(), src, job.transport, "a2a_in")
+            src.copy_(input.view(-1))
+        job.run({IN: src, OUT: output.view(-1)})
+
+    return launch("all_to_all_single", group, algorithm, options, validate, body, async_op, [output])
 
 
 @torch.no_grad()
@@ -98,17 +110,14 @@ def all_to_all(
             out_splits=[x.numel() for x in output_tensor_list],
         )
 
-    job = launch("all_to_all", group, algorithm, options, validate)
-    like = input_tensor_list[0]
-    inp = (
-        torch.cat([x.reshape(-1) for x in input_tensor_list])
-        if like.numel() or len(input_tensor_list)
-        else like
-    )
-    out = torch.empty(sum(x.numel() for x in output_tensor_list), dtype=like.dtype, device=like.device)
-    job.run({IN: inp, OUT: out})
-    at = 0
-    for x in output_tensor_list:
-        x.view(-1).copy_(out[at : at + x.numel()])
-        at += x.numel()
-    return Done() if async_op else None
+    def body(job) -> None:
+        like = input_tensor_list[0]
+        inp = torch.cat([x.reshape(-1) for x in input_tensor_list])
+        out = torch.empty(sum(x.numel() for x in output_tensor_list), dtype=like.dtype, device=like.device)
+        job.run({IN: inp, OUT: out})
+        at = 0
+        for x in output_tensor_list:
+            x.view(-1).copy_(out[at : at + x.numel()])
+            at += x.numel()
+
+    return launch("all_to_all", group, algorithm, options, validate, body, async_op, list(output_tensor_list))

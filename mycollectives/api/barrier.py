@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 
 from ..schedule import WORK
-from ..transport import Done
 from .core import Meta, launch
 
 
@@ -20,6 +19,8 @@ def barrier(
     """
     if timeout is not None:
         options["timeout"] = timeout.total_seconds() if hasattr(timeout, "total_seconds") else timeout
-    job = launch("barrier", group, algorithm, options, lambda c, t: Meta(torch.uint8, 1))
-    job.run({WORK: torch.zeros(1, dtype=torch.uint8, device=job.transport.device)})
-    return Done() if async_op else None
+
+    def body(job) -> None:
+        job.run({WORK: torch.zeros(1, dtype=torch.uint8, device=job.transport.device)})
+
+    return launch("barrier", group, algorithm, options, lambda c, t: Meta(torch.uint8, 1), body, async_op)

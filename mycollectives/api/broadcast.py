@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 
 from ..schedule import WORK
-from ..transport import Done
 from .core import Meta, launch
 
 
@@ -34,6 +33,7 @@ def broadcast(
         c.tensor("tensor", tensor)
         return Meta(tensor.dtype, tensor.numel(), root=c.root("src", src, group_src, t.group_rank))
 
-    job = launch("broadcast", group, algorithm, options, validate)
-    job.run({WORK: tensor.view(-1)})
-    return Done() if async_op else None
+    def body(job) -> None:
+        job.run({WORK: tensor.view(-1)})
+
+    return launch("broadcast", group, algorithm, options, validate, body, async_op, [tensor])

@@ -1,33 +1,41 @@
-"""What every collective call does before its schedule runs.
+"""What every collective call does around its schedule.
 
-1. Find the transport for ``group`` and check this rank's arguments.
-2. Agree with the other ranks (the *handshake*): every rank all-gathers a
-   small descriptor of its call (function, algorithm, dtype, element count,
-   root, op, options; all-to-all split sizes; or the error its arguments
-   raised). If any rank's arguments are bad, or the ranks disagree, every
-   rank raises a clear error, instead of some ranks hanging while waiting for
-   a peer that gave up. ``check=False`` skips it (one fewer latency-bound
-   exchange per call), except where all-to-all needs the split sizes.
-3. Pick the algorithm (``"auto"``) and build the schedule.
+1. Find the transport for ``group`` (a rank outside the group does nothing,
+   as in torch.distributed) and check this rank's arguments and options.
+2. In the group's order (:mod:`.work`: at once, or after the async calls
+   queued before it), agree with the other ranks (:mod:`.agree`): a bad
+   argument on any rank, or ranks that disagree, make every rank raise a
+   clear error instead of some ranks hanging. ``check=False`` skips it (one
+   fewer latency-bound exchange per call), except where all-to-all needs the
+   split sizes.
+3. Pick the algorithm (``"auto"``), build the schedule, and run the call's
+   body: copy the caller's tensors in, execute, copy the results out.
 """
 
 from __future__ import annotations
 
+import datetime
+import math
+import numbers
 import os
-import zlib
+import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from .. import auto
-from ..algorithms import ALIASES, COLLECTIVES, Spec, algorithms, canonical, entry, schedule_for
+from ..algorithms import Spec, canonical, entry, schedule_for
 from ..collectives import record
+from ..errors import CollectiveTimeout, PeerError
 from ..executor import execute, workspace
 from ..ops import ReduceOp, combiner, op_dtype_error
-from ..schedule import TMP, WORK, Schedule
-from ..transport import Transport, resolve_group
+from ..schedule import TMP, Schedule
+from ..transport import NotInGroup, Transport, TransportPeerError, TransportTimeout, resolve_group
+from .agree import agree, check_splits, handshake, names
 from .checks import Checker
+from .work import Work, lane_for
 
 _OPTIONS = ("timeout", "check", "segment_bytes", "local_size")
 
@@ -40,11 +48,38 @@ class Options:
     local_size: int | None = None
 
     @classmethod
-    def parse(cls, fn: str, options: dict) -> Options:
-        for k in options:
-            if k not in _OPTIONS:
-                raise TypeError(f"{fn}() got an unexpected keyword argument {k!r}; options are {_OPTIONS}")
-        return cls(**options)
+    def parse(cls, fn: str, options: dict) -> tuple[Options, Exception | None]:
+        """The options, and the first problem with them (the defaults stand in for a bad one)."""
+        out, problem = cls(), None
+        for k, v in options.items():
+            try:
+                setattr(out, k, _option(fn, k, v))
+            except (ValueError, TypeError) as e:
+                problem = problem or e
+        return out, problem
+
+
+def _option(fn: str, name: str, value):
+    if name not in _OPTIONS:
+        raise TypeError(f"{fn}() got an unexpected keyword argument {name!r}; options are {_OPTIONS}")
+    if value is None:
+        return True if name == "check" else None
+    if name == "check":
+        if not isinstance(value, bool):
+            raise TypeError(f"argument 'check' must be True or False, got {value!r}")
+        return value
+    if name == "timeout" and isinstance(value, datetime.timedelta):
+        value = value.total_seconds()
+    real = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if name == "timeout":
+        if not real or not math.isfinite(value) or value <= 0:
+            raise (ValueError if real else TypeError)(
+                f"argument 'timeout' must be a positive, finite number of seconds, got {value!r}"
+            )
+        return float(value)
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
+        raise (ValueError if real else TypeError)(f"argument '{name}' must be a positive int, got {value!r}")
+    return int(value)
 
 
 @dataclass
@@ -82,122 +117,76 @@ class Launch:
         execute(self.schedule, self.transport, buffers, combine, self.options.timeout, self.fn)
 
 
-def _id(value) -> int:
-    return zlib.crc32(str(value).encode()) if value is not None else -1
-
-
-_HEAD = 12
-_MSG = 32  # int64 words of error message (256 bytes)
-_FIELDS = ("function", "algorithm", "dtype", "element count", "root", "op", "segment_bytes", "local_size")
-
-
-def _describe(fn, algorithm, meta: Meta | None, err, opts: Options, p: int) -> torch.Tensor:
-    d = np.zeros(_HEAD + _MSG + 2 * p, dtype=np.int64)
-    d[0] = 1 if isinstance(err, ValueError) else 2 if err is not None else 0
-    if meta is not None:
-        d[1:9] = [
-            _id(fn),
-            _id(algorithm),
-            _id(meta.dtype),
-            meta.count,
-            meta.root,
-            _id(meta.op),
-            opts.segment_bytes or -1,
-            opts.local_size or -1,
-        ]
-        if meta.in_splits is not None:
-            d[_HEAD + _MSG :] = meta.in_splits + meta.out_splits
-    if err is not None:
-        raw = str(err).encode()[: 8 * _MSG].ljust(8 * _MSG, b"\0")
-        d[_HEAD : _HEAD + _MSG] = np.frombuffer(raw, dtype=np.int64)
-    return torch.from_numpy(d)
-
-
-def _handshake(t: Transport, fn, algorithm, meta, err, opts: Options) -> np.ndarray:
-    p = t.world_size
-    mine = _describe(fn, algorithm, meta, err, opts, p)
-    width = mine.numel()
-    everyone = torch.zeros(p * width, dtype=torch.int64, device=t.device)
-    everyone[t.rank * width : (t.rank + 1) * width] = mine.to(t.device)
-    sched = schedule_for("all_gather", "bruck", p, count=width)
-    execute(sched, t, {WORK: everyone}, None, opts.timeout, f"{fn} (argument check)")
-    return everyone.cpu().numpy().reshape(p, width)
-
-
-def _agree(fn: str, me: int, table: np.ndarray, names: dict) -> None:
-    """Raise on this rank if any rank's arguments were bad or ranks disagree."""
-    if table[me, 0]:
-        return  # this rank's own error is raised by the caller
-    for r, row in enumerate(table):
-        if row[0] and r != me:
-            msg = row[_HEAD : _HEAD + _MSG].tobytes().rstrip(b"\0").decode(errors="replace")
-            kind = ValueError if row[0] == 1 else TypeError
-            raise kind(f"{fn} on rank {me}: rank {r} rejected its arguments: {msg}")
-    for i, what in enumerate(_FIELDS, start=1):
-        col = table[:, i]
-        if (col != col[0]).any():
-            shown = ", ".join(f"rank {r}: {names.get(int(v), v)}" for r, v in enumerate(col))
-            raise ValueError(f"{fn} on rank {me}: ranks disagree on the {what} ({shown})")
-
-
-def _names(fn: str, collective: str) -> dict:
-    """Readable names for the hashed fields of the descriptors, for messages."""
-    known = [*COLLECTIVES, *ALIASES, "auto", *(a for c in COLLECTIVES for a in algorithms(c)), *ReduceOp]
-    known += [v for v in vars(torch).values() if isinstance(v, torch.dtype)]
-    return {_id(k): getattr(k, "name", str(k)) for k in known}
-
-
-def _check_splits(fn: str, me: int, table: np.ndarray) -> np.ndarray:
-    p = len(table)
-    sent = table[:, _HEAD + _MSG : _HEAD + _MSG + p]  # sent[s, d]: s sends d this many
-    expected = table[:, _HEAD + _MSG + p :]  # expected[d, s]: d expects this from s
-    bad = np.argwhere(sent != expected.T)
-    if len(bad):
-        s, d = bad[0]
-        raise ValueError(
-            f"{fn} on rank {me}: rank {s} sends {sent[s, d]} elements to rank {d}, "
-            f"but rank {d} expects {expected[d, s]} from it (check input/output split sizes)"
-        )
-    return sent
-
-
-def launch(fn: str, group, algorithm, options: dict, validate) -> Launch:
-    """Check arguments on every rank, agree, then pick and build the schedule.
+def launch(
+    fn: str,
+    group,
+    algorithm,
+    options: dict,
+    validate: Callable,
+    body: Callable[[Launch], None],
+    async_op: bool = False,
+    outputs: Sequence[torch.Tensor] = (),
+) -> Work | None:
+    """Check, agree, build the schedule and run ``body(launch)``, in the group's order.
 
     ``validate(checker, transport)`` checks this rank's arguments and returns
-    its :class:`Meta`; it must not modify any tensor.
+    its :class:`Meta`; it must not modify any tensor. Returns None, or with
+    ``async_op`` a :class:`~mycollectives.api.work.Work` whose result is
+    ``outputs``. A bad argument is raised before anything runs on the rank
+    that made it, after the handshake has told the other ranks.
     """
+    opts, err = Options.parse(fn, options)
     try:
-        t = resolve_group(group)
-        opts = Options.parse(fn, options)
+        t = resolve_group(group, opts.timeout)
+    except NotInGroup:
+        warnings.warn(
+            f"{fn}: this rank is not in the group, so the call does nothing (as in torch.distributed)",
+            stacklevel=3,
+        )
+        return None
     except (ValueError, TypeError) as e:
         raise _on_rank(e, fn, _rank_hint()) from None
+    except (TransportTimeout, TransportPeerError) as e:  # a transport's collective set-up
+        kind = CollectiveTimeout if isinstance(e, TransportTimeout) else PeerError
+        raise kind(f"{fn} on rank {_rank_hint()}: {e}") from e
     collective = canonical(fn)
-    meta, err = None, None
+    meta = None
     try:
+        if err is not None:
+            raise err
         if not isinstance(algorithm, str):
             raise TypeError(f"argument 'algorithm' must be a str, got {algorithm!r}")
         if algorithm != "auto":
             entry(collective, algorithm)  # raises for an unknown name
-        device = t.device if hasattr(t, "backend") else None  # local worlds take any device
-        meta = validate(Checker(fn, t.rank, t.world_size, device), t)
+        meta = validate(Checker(fn, t.rank, t.world_size, None if t.local else t.device), t)
         if meta.op is not None and (why := op_dtype_error(meta.op, meta.dtype)):
             raise TypeError(f"argument 'op': {why}")
+        err = None
     except (ValueError, TypeError) as e:
         err = _on_rank(e, fn, t.rank)
-    p = t.world_size
-    splits = None
-    needs_splits = collective == "all_to_all" and not (meta is not None and meta.even)
-    if p > 1 and (opts.check or needs_splits):
-        table = _handshake(t, fn, algorithm, meta, err, opts)
-        _agree(fn, t.rank, table, _names(fn, collective))
-        if err is None and collective == "all_to_all":
-            splits = _check_splits(fn, t.rank, table)
-    if err is not None:
-        raise err
-    if collective == "all_to_all" and splits is None:
-        splits = np.tile(np.asarray(meta.in_splits, dtype=np.int64), (p, 1))
 
+    def job() -> None:
+        if t.device.type == "cuda":  # an async call runs on the lane's thread: its current device too
+            torch.cuda.set_device(t.device)
+        p, splits = t.world_size, None
+        needs_splits = collective == "all_to_all" and not (meta is not None and meta.even)
+        if p > 1 and (opts.check or needs_splits):
+            table = handshake(t, fn, algorithm, meta, err, opts)
+            agree(fn, t.rank, table, names(fn, collective))
+            if err is None and collective == "all_to_all":
+                splits = check_splits(fn, t.rank, table)
+        if err is not None:
+            raise err
+        if collective == "all_to_all" and splits is None:
+            splits = np.tile(np.asarray(meta.in_splits, dtype=np.int64), (p, 1))
+        body(Launch(t, meta, _schedule(fn, t, collective, algorithm, meta, opts, splits), opts, fn, splits))
+
+    return lane_for(t).run(job, async_op and err is None, outputs)
+
+
+def _schedule(fn, t, collective: str, algorithm: str, meta: Meta, opts: Options, splits) -> Schedule:
+    """The schedule of the call: ``auto`` resolved, the options its algorithm reads set."""
+    p = t.world_size
     itemsize = torch.empty(0, dtype=meta.dtype).element_size()
     call = {"root": meta.root, "segment_bytes": opts.segment_bytes}
     if splits is not None:
@@ -206,14 +195,13 @@ def launch(fn: str, group, algorithm, options: dict, validate) -> Launch:
     else:
         call["count"] = meta.count
         nbytes = record(collective).size(Spec(collective, p, count=meta.count), itemsize)
-    env = os.environ.get("LOCAL_WORLD_SIZE") if hasattr(t, "backend") else None
+    env = None if t.local else os.environ.get("LOCAL_WORLD_SIZE")
     call["local_size"] = opts.local_size or (int(env) if env else None)
     name = auto.choose(collective, p, nbytes, itemsize=itemsize) if algorithm == "auto" else algorithm
     try:
-        schedule = schedule_for(collective, name, p, itemsize=itemsize, **call)
+        return schedule_for(collective, name, p, itemsize=itemsize, **call)
     except ValueError as e:
         raise ValueError(f"{fn} on rank {t.rank}: {e}") from None
-    return Launch(t, meta, schedule, opts, fn, splits)
 
 
 def _on_rank(e: Exception, fn: str, rank) -> Exception:

@@ -11,7 +11,6 @@ import torch
 
 from ..executor import Blocks, writes
 from ..schedule import WORK
-from ..transport import Done
 from .core import Meta, launch, scratch
 
 
@@ -40,12 +39,21 @@ def all_gather_into_tensor(
         c.numel("output", output, c.p * input.numel(), f"world_size {c.p} x input's {input.numel()}")
         return Meta(input.dtype, input.numel())
 
-    job = launch("all_gather_into_tensor", group, algorithm, options, validate)
-    n, r = input.numel(), job.transport.rank
-    work = output.view(-1)
-    work[r * n : (r + 1) * n].copy_(input.view(-1))
-    job.run({WORK: work})
-    return Done() if async_op else None
+    def body(job) -> None:
+        n, r = input.numel(), job.transport.rank
+        work = output.view(-1)
+        work[r * n : (r + 1) * n].copy_(input.view(-1))
+        job.run({WORK: work})
+
+    return launch("all_gather_into_tensor", group, algorithm, options, validate, body, async_op, [output])
+
+
+@torch.no_grad()
+def all_gather_single(
+    output_tensor: torch.Tensor, input_tensor: torch.Tensor, group=None, async_op=False, **kw
+):
+    """torch.distributed's newer name for :func:`all_gather_into_tensor`."""
+    return all_gather_into_tensor(output_tensor, input_tensor, group, async_op, **kw)
 
 
 @torch.no_grad()
@@ -71,14 +79,15 @@ def all_gather(
         c.tensor_list("tensor_list", tensor_list, tensor, tensor.numel())
         return Meta(tensor.dtype, tensor.numel())
 
-    job = launch("all_gather", group, algorithm, options, validate)
-    n, r, p = tensor.numel(), job.transport.rank, job.transport.world_size
-    work = scratch(p * n, tensor, job.transport)
-    work[r * n : (r + 1) * n].copy_(tensor.view(-1))
-    job.run({WORK: work})
-    for i, out in enumerate(tensor_list):
-        out.view(-1).copy_(work[i * n : (i + 1) * n])
-    return Done() if async_op else None
+    def body(job) -> None:
+        n, r, p = tensor.numel(), job.transport.rank, job.transport.world_size
+        work = scratch(p * n, tensor, job.transport)
+        work[r * n : (r + 1) * n].copy_(tensor.view(-1))
+        job.run({WORK: work})
+        for i, out in enumerate(tensor_list):
+            out.view(-1).copy_(work[i * n : (i + 1) * n])
+
+    return launch("all_gather", group, algorithm, options, validate, body, async_op, list(tensor_list or []))
 
 
 @torch.no_grad()
@@ -108,24 +117,25 @@ def scatter(
             c.tensor_list("scatter_list", scatter_list, tensor, tensor.numel())
         return Meta(tensor.dtype, tensor.numel(), root=root)
 
-    job = launch("scatter", group, algorithm, options, validate)
-    n, r, p, root = tensor.numel(), job.transport.rank, job.transport.world_size, job.meta.root
-    v = (r - root) % p  # slot v holds the block for rank (root + v) % p
-    if r == root:
-        blocks = [scatter_list[(root + u) % p].reshape(-1) for u in range(p)]
-        work = _in_place(job, blocks, n, keep=range(p))  # the root only reads them
-    else:
-        work = _in_place(job, _with_slot(job, tensor, v, p * n), n, keep=())
-    if work is None:  # a schedule that writes where the caller's tensors are: copy
-        work = scratch(p * n, tensor, job.transport)
+    def body(job) -> None:
+        n, r, p, root = tensor.numel(), job.transport.rank, job.transport.world_size, job.meta.root
+        v = (r - root) % p  # slot v holds the block for rank (root + v) % p
         if r == root:
-            for u in range(p):  # no torch.cat: into the reused buffer
-                work[u * n : (u + 1) * n].copy_(scatter_list[(root + u) % p].reshape(-1))
-    job.run({WORK: work})
-    out = work.blocks[v] if isinstance(work, Blocks) else work[v * n : (v + 1) * n]
-    if out.data_ptr() != tensor.data_ptr():  # not received in place
-        tensor.copy_(out.view_as(tensor))
-    return Done() if async_op else None
+            blocks = [scatter_list[(root + u) % p].reshape(-1) for u in range(p)]
+            work = _in_place(job, blocks, n, keep=range(p))  # the root only reads them
+        else:
+            work = _in_place(job, _with_slot(job, tensor, v, p * n), n, keep=())
+        if work is None:  # a schedule that writes where the caller's tensors are: copy
+            work = scratch(p * n, tensor, job.transport)
+            if r == root:
+                for u in range(p):  # no torch.cat: into the reused buffer
+                    work[u * n : (u + 1) * n].copy_(scatter_list[(root + u) % p].reshape(-1))
+        job.run({WORK: work})
+        out = work.blocks[v] if isinstance(work, Blocks) else work[v * n : (v + 1) * n]
+        if out.data_ptr() != tensor.data_ptr():  # not received in place
+            tensor.copy_(out.view_as(tensor))
+
+    return launch("scatter", group, algorithm, options, validate, body, async_op, [tensor])
 
 
 def _with_slot(job, tensor: torch.Tensor, v: int, numel: int) -> list[torch.Tensor] | None:
@@ -179,21 +189,22 @@ def gather(
             c.tensor_list("gather_list", gather_list, tensor, tensor.numel())
         return Meta(tensor.dtype, tensor.numel(), root=root)
 
-    job = launch("gather", group, algorithm, options, validate)
-    n, r, p, root = tensor.numel(), job.transport.rank, job.transport.world_size, job.meta.root
-    v = (r - root) % p
-    if r == root:  # gather straight into the caller's list, own block first
-        outs = [gather_list[(root + u) % p] for u in range(p)]
-        work = _in_place(job, [t.view(-1) if t.is_contiguous() else t for t in outs], n, keep=())
-        if work is not None:
-            work.blocks[0].copy_(tensor.reshape(-1))
-    else:  # send straight from the caller's tensor, which the schedule only reads
-        work = _in_place(job, _with_slot(job, tensor, v, p * n), n, keep=(v,))
-    if work is None:
-        work = scratch(p * n, tensor, job.transport)
-        work[v * n : (v + 1) * n].copy_(tensor.reshape(-1))
-    job.run({WORK: work})
-    if r == root and not isinstance(work, Blocks):
-        for u in range(p):
-            gather_list[(root + u) % p].view(-1).copy_(work[u * n : (u + 1) * n])
-    return Done() if async_op else None
+    def body(job) -> None:
+        n, r, p, root = tensor.numel(), job.transport.rank, job.transport.world_size, job.meta.root
+        v = (r - root) % p
+        if r == root:  # gather straight into the caller's list, own block first
+            outs = [gather_list[(root + u) % p] for u in range(p)]
+            work = _in_place(job, [t.view(-1) if t.is_contiguous() else t for t in outs], n, keep=())
+            if work is not None:
+                work.blocks[0].copy_(tensor.reshape(-1))
+        else:  # send straight from the caller's tensor, which the schedule only reads
+            work = _in_place(job, _with_slot(job, tensor, v, p * n), n, keep=(v,))
+        if work is None:
+            work = scratch(p * n, tensor, job.transport)
+            work[v * n : (v + 1) * n].copy_(tensor.reshape(-1))
+        job.run({WORK: work})
+        if r == root and not isinstance(work, Blocks):
+            for u in range(p):
+                gather_list[(root + u) % p].view(-1).copy_(work[u * n : (u + 1) * n])
+
+    return launch("gather", group, algorithm, options, validate, body, async_op, list(gather_list or []))

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 from ..errors import CollectiveTimeout, DeadlockError, PeerError
-from ..transport import Label, resolve_group
+from ..transport import Label, NotInGroup, resolve_group
 from ..transport.base import TransportDeadlock, TransportPeerError, TransportTimeout
 from .checks import Checker
 
 
 def _peer(fn: str, tensor, peer, group_peer, arg: str, group):
-    t = resolve_group(group)
-    c = Checker(fn, t.rank, t.world_size, t.device if hasattr(t, "backend") else None)
+    """The transport and the peer's group rank; None for a rank outside ``group``."""
+    try:
+        t = resolve_group(group)
+    except NotInGroup:
+        warnings.warn(f"{fn}: this rank is not in the group, so the call does nothing", stacklevel=3)
+        return None
+    c = Checker(fn, t.rank, t.world_size, None if t.local else t.device)
     c.tensor("tensor", tensor)
     r = c.root(arg, peer, group_peer, t.group_rank)
     if r == t.rank:
@@ -46,9 +53,12 @@ def isend(
 ) -> _P2PWork:
     """Start sending ``tensor`` to rank ``dst``; returns a handle with ``wait()``.
 
-    Do not modify ``tensor`` before the handle's ``wait()`` returns.
+    Do not modify ``tensor`` before the handle's ``wait()`` returns. A user's
+    messages never match a collective's (those have a tag of their own).
     """
-    t, r = _peer("isend", tensor, dst, group_dst, "dst", group)
+    if (found := _peer("isend", tensor, dst, group_dst, "dst", group)) is None:
+        return None
+    t, r = found
     work = t.isend(tensor, r, tag, Label("send"))
     return _P2PWork(work, f"isend on rank {t.rank} to rank {r}", t.timeout)
 
@@ -58,7 +68,9 @@ def irecv(
     tensor: torch.Tensor, src: int | None = None, group=None, tag: int = 0, group_src: int | None = None
 ) -> _P2PWork:
     """Start receiving into ``tensor`` from rank ``src``; returns a handle with ``wait()``."""
-    t, r = _peer("irecv", tensor, src, group_src, "src", group)
+    if (found := _peer("irecv", tensor, src, group_src, "src", group)) is None:
+        return None
+    t, r = found
     work = t.irecv(tensor, r, tag, Label("recv"))
     return _P2PWork(work, f"irecv on rank {t.rank} from rank {r}", t.timeout)
 
@@ -75,7 +87,9 @@ def send(
         if rank == 1: t = torch.empty(2); mc.recv(t, src=0)
         t  # tensor([1., 2.]) on rank 1, after
     """
-    isend(tensor, dst, group, tag, group_dst).wait()
+    work = isend(tensor, dst, group, tag, group_dst)
+    if work is not None:
+        work.wait()
 
 
 @torch.no_grad()
@@ -87,5 +101,8 @@ def recv(
     Unlike torch.distributed, ``src`` is required: a receive from any
     source has no place in the schedules this package teaches.
     """
-    irecv(tensor, src, group, tag, group_src).wait()
+    work = irecv(tensor, src, group, tag, group_src)
+    if work is None:
+        return -1  # not in the group, as torch.distributed answers
+    work.wait()
     return src if src is not None else group_src

@@ -6,7 +6,6 @@ import torch
 
 from ..ops import ReduceOp, resolve_op
 from ..schedule import WORK
-from ..transport import Done
 from .core import Meta, launch, scratch
 
 
@@ -39,10 +38,11 @@ def all_reduce(
         c.tensor("tensor", tensor)
         return Meta(tensor.dtype, tensor.numel(), op=resolve_op(op))
 
-    job = launch("all_reduce", group, algorithm, options, validate)
-    job.run({WORK: tensor.view(-1)})
-    _finish_avg(job, tensor)
-    return Done() if async_op else None
+    def body(job) -> None:
+        job.run({WORK: tensor.view(-1)})
+        _finish_avg(job, tensor)
+
+    return launch("all_reduce", group, algorithm, options, validate, body, async_op, [tensor])
 
 
 @torch.no_grad()
@@ -72,14 +72,15 @@ def reduce(
             tensor.dtype, tensor.numel(), root=c.root("dst", dst, group_dst, t.group_rank), op=resolve_op(op)
         )
 
-    job = launch("reduce", group, algorithm, options, validate)
-    root = job.transport.rank == job.meta.root
-    if root:
-        work = tensor.view(-1)
-    else:  # non-roots work on a copy, in a buffer reused across calls
-        work = scratch(tensor.numel(), tensor, job.transport)
-        work.copy_(tensor.detach().view(-1))
-    job.run({WORK: work})
-    if root:
-        _finish_avg(job, tensor)
-    return Done() if async_op else None
+    def body(job) -> None:
+        root = job.transport.rank == job.meta.root
+        if root:
+            work = tensor.view(-1)
+        else:  # non-roots work on a copy, in a buffer reused across calls
+            work = scratch(tensor.numel(), tensor, job.transport)
+            work.copy_(tensor.detach().view(-1))
+        job.run({WORK: work})
+        if root:
+            _finish_avg(job, tensor)
+
+    return launch("reduce", group, algorithm, options, validate, body, async_op, [tensor])

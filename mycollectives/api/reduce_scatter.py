@@ -7,7 +7,6 @@ import torch
 
 from ..ops import ReduceOp, resolve_op
 from ..schedule import WORK
-from ..transport import Done
 from .core import Meta, launch, scratch
 
 
@@ -46,11 +45,12 @@ def reduce_scatter_tensor(
         c.numel("input", input, c.p * output.numel(), f"world_size {c.p} x output's {output.numel()}")
         return Meta(output.dtype, output.numel(), op=resolve_op(op))
 
-    job = launch("reduce_scatter_tensor", group, algorithm, options, validate)
-    work = scratch(input.numel(), output, job.transport)  # input stays untouched
-    work.copy_(input.detach().reshape(-1))
-    _run(job, work, output)
-    return Done() if async_op else None
+    def body(job) -> None:
+        work = scratch(input.numel(), output, job.transport)  # input stays untouched
+        work.copy_(input.detach().reshape(-1))
+        _run(job, work, output)
+
+    return launch("reduce_scatter_tensor", group, algorithm, options, validate, body, async_op, [output])
 
 
 @torch.no_grad()
@@ -77,10 +77,19 @@ def reduce_scatter(
         c.tensor_list("input_list", input_list, output, output.numel())
         return Meta(output.dtype, output.numel(), op=resolve_op(op))
 
-    job = launch("reduce_scatter", group, algorithm, options, validate)
-    n = output.numel()
-    work = scratch(len(input_list) * n, output, job.transport)
-    for i, x in enumerate(input_list):  # no torch.cat: into the reused buffer
-        work[i * n : (i + 1) * n].copy_(x.reshape(-1))
-    _run(job, work, output)
-    return Done() if async_op else None
+    def body(job) -> None:
+        n = output.numel()
+        work = scratch(len(input_list) * n, output, job.transport)
+        for i, x in enumerate(input_list):  # no torch.cat: into the reused buffer
+            work[i * n : (i + 1) * n].copy_(x.reshape(-1))
+        _run(job, work, output)
+
+    return launch("reduce_scatter", group, algorithm, options, validate, body, async_op, [output])
+
+
+@torch.no_grad()
+def reduce_scatter_single(
+    output: torch.Tensor, input: torch.Tensor, op=ReduceOp.SUM, group=None, async_op=False, **kw
+):
+    """torch.distributed's newer name for :func:`reduce_scatter_tensor`."""
+    return reduce_scatter_tensor(output, input, op, group, async_op, **kw)

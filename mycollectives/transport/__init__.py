@@ -11,10 +11,22 @@ from __future__ import annotations
 import os
 import weakref
 
-from .base import Done, Label, Message, Transport, TransportDeadlock, TransportPeerError, TransportTimeout
+from .base import (
+    COLLECTIVE_TAG,
+    Done,
+    Label,
+    Message,
+    NotInGroup,
+    Transport,
+    TransportDeadlock,
+    TransportPeerError,
+    TransportTimeout,
+)
 from .local import LocalTransport, LocalWorld, TraceEvent, current_local, run_local
 
 __all__ = [
+    "COLLECTIVE_TAG",
+    "NotInGroup",
     "Done",
     "Label",
     "Message",
@@ -38,9 +50,11 @@ TRANSPORTS = ("group", "shm")
 _transports: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def resolve_group(group=None) -> Transport:
+def resolve_group(group=None, timeout: float | None = None) -> Transport:
     """The transport for ``group``: a transport as is, a torch process group,
-    or None for the enclosing local world or else torch's default group."""
+    or None for the enclosing local world or else torch's default group.
+    Raises :class:`NotInGroup` for a group this rank is not in; ``timeout``
+    bounds a transport's collective set-up on first use."""
     if group is None:
         local = current_local()
         if local is not None:
@@ -53,15 +67,17 @@ def resolve_group(group=None) -> Transport:
         dist = None
     if dist is None or not dist.is_available():
         raise ValueError("no group given, no local world running, and torch.distributed is unavailable")
+    if group is dist.GroupMember.NON_GROUP_MEMBER:
+        raise NotInGroup("this rank is not a member of the group")
     if group is not None and not isinstance(group, dist.ProcessGroup):
         raise TypeError(
             f"group must be a torch.distributed ProcessGroup, a mycollectives transport or None, "
             f"got {type(group).__name__}"
         )
-    return transport_for(group)
+    return transport_for(group, timeout)
 
 
-def transport_for(group=None):
+def transport_for(group=None, timeout: float | None = None):
     """One cached transport per process group (None: the default group).
 
     ``MYCOLLECTIVES_TRANSPORT`` picks its kind, the same on every rank:
@@ -69,6 +85,8 @@ def transport_for(group=None):
     ``shm`` (:class:`~mycollectives.transport.shm.ShmTransport`, for ranks
     on one host). The cache is keyed weakly by the group and transports
     hold their group weakly, so destroying a group frees its transport too.
+    ``timeout`` bounds the set-up of a transport whose construction is
+    collective (shared memory's).
     """
     import torch.distributed as dist
 
@@ -81,5 +99,7 @@ def transport_for(group=None):
         kind = os.environ.get(TRANSPORT_ENV, "group") or "group"
         if kind not in TRANSPORTS:
             raise ValueError(f"{TRANSPORT_ENV}={kind!r}: expected one of {TRANSPORTS}")
-        t = _transports[key] = ShmTransport(key) if kind == "shm" else TorchDistTransport(key)
+        t = _transports[key] = (
+            ShmTransport(key, setup_timeout=timeout) if kind == "shm" else TorchDistTransport(key)
+        )
     return t

@@ -3,7 +3,7 @@
 A transport is one rank's end of a communicator. Besides point-to-point
 ``isend``/``irecv``, it has ``exchange``, which posts all of one round's
 sends and receives together (NCCL needs that to avoid deadlock; other
-backends simply post them one by one). Handles have ``wait(timeout)`` and
+backends simply post them one by one), with the collectives' own tag. Handles have ``wait(timeout)`` and
 raise :class:`TransportTimeout` or :class:`TransportPeerError`; the executor
 turns those into errors that name the collective, round and peer.
 """
@@ -15,9 +15,29 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
+# The tag of every message of a collective. A user's own send and receive
+# (tag 0 by default, as in torch.distributed) never match a collective's
+# messages, so a user message still in flight cannot be taken by a collective
+# called meanwhile, nor the other way round. Tags from this value up are the
+# package's own.
+COLLECTIVE_TAG = 1 << 28
 
-class TransportTimeout(TimeoutError):
+
+class _PeerNamed(Exception):
+    """An error that may say which peer it is about (``peer``, or None)."""
+
+    def __init__(self, *args, peer: int | None = None):
+        super().__init__(*args)
+        self.peer = peer
+
+
+class TransportTimeout(_PeerNamed, TimeoutError):
     """No matching message (or no taker for ours) within the timeout."""
+
+
+class NotInGroup(ValueError):
+    """This rank is not a member of the process group it was given: as in
+    torch.distributed, a call on such a group does nothing."""
 
 
 class TransportDeadlock(TransportTimeout):
@@ -28,7 +48,7 @@ class TransportDeadlock(TransportTimeout):
     """
 
 
-class TransportPeerError(RuntimeError):
+class TransportPeerError(_PeerNamed, RuntimeError):
     """The peer is gone: it crashed, raised, or closed the connection."""
 
 
@@ -61,6 +81,7 @@ class Transport(Protocol):
     world_size: int
     timeout: float
     device: torch.device
+    local: bool  # ranks are threads of one process (any device; async calls run at once)
 
     def isend(self, tensor: torch.Tensor, dst: int, tag: int = 0, label: Label | None = None) -> Work: ...
 
@@ -76,8 +97,7 @@ class Transport(Protocol):
 
 
 class Done:
-    """A handle for something already finished (``async_op=True`` on a
-    collective that ran to completion before returning)."""
+    """A handle for something already finished (a send whose bytes are in place)."""
 
     def wait(self, timeout: float | None = None) -> bool:
         return True

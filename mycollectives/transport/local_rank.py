@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import Label, Message
+from .base import COLLECTIVE_TAG, Label, Message
 from .local_mail import Letter, Mail
 
 
@@ -35,6 +35,8 @@ class TraceEvent:
 
 class LocalTransport:
     """One rank's end of a local world."""
+
+    local = True
 
     def __init__(self, mail: Mail, rank: int):
         self.mail, self.rank, self.world_size = mail, rank, mail.world_size
@@ -82,8 +84,8 @@ class LocalTransport:
         return handle
 
     def exchange(self, sends: list[Message], recvs: list[Message], label: Label):
-        recv_works = [self.irecv(m.tensor, m.peer, 0, label) for m in recvs]
-        send_works = [self.isend(m.tensor, m.peer, 0, label, m.pieces) for m in sends]
+        recv_works = [self.irecv(m.tensor, m.peer, COLLECTIVE_TAG, label) for m in recvs]
+        send_works = [self.isend(m.tensor, m.peer, COLLECTIVE_TAG, label, m.pieces) for m in sends]
         return send_works, recv_works
 
 

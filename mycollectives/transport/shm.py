@@ -13,12 +13,15 @@ bookkeeping are in ``shm_regions.py``, the doorbells in ``shm_bells.py``
 (which says why a pipe and not the process group); this module is the
 protocol.
 
-* Every message with tag 0 goes through shared memory (from
-  ``eager_bytes`` up, 1 by default); other tags, and smaller messages if
-  ``eager_bytes`` is raised, go through the process group as they are.
+* Every message of a collective (the collectives' tag) goes through shared
+  memory (from ``eager_bytes`` up, 1 by default); a user's own send and
+  receive (any other tag), and smaller messages if ``eager_bytes`` is
+  raised, go through the process group as they are.
 * Constructing the transport is collective (every rank of the group, as
-  for ``torch.distributed.new_group``): the ranks agree on the doorbells'
-  names and check that they share a host.
+  for ``torch.distributed.new_group``), under a timeout: the ranks agree on
+  the names of their files and check that they share a host
+  (``shm_setup.py``, which also says how files leave ``/dev/shm`` whichever
+  way a process ends).
 * Each sender owns its regions (files in ``/dev/shm``, one growing set per
   peer) and names them with a random number of its own, which the token
   carries: two jobs, or two transports of one job, never share a file. The receiver unlinks a file as soon as it has mapped it
@@ -47,9 +50,10 @@ import weakref
 
 import torch
 
-from .base import Done, Label, Message, TransportPeerError
+from .base import COLLECTIVE_TAG, Done, Label, Message, TransportPeerError
 from .shm_bells import Doorbells
 from .shm_regions import Inbox, Outbox, host_id, stem, unlink_all
+from .shm_setup import on_sigterm
 from .torch_dist import TorchDistTransport
 
 DEFAULT_EAGER_BYTES = 1  # every message with a byte in it: a doorbell costs less than gloo's send
@@ -60,7 +64,15 @@ class ShmTransport:
     """One rank's end of a process group whose ranks share a host, with the
     bytes of large messages moved through shared memory (see the module)."""
 
-    def __init__(self, group=None, timeout: float | None = None, eager_bytes: int | None = None):
+    local = False
+
+    def __init__(
+        self,
+        group=None,
+        timeout: float | None = None,
+        eager_bytes: int | None = None,
+        setup_timeout: float | None = None,
+    ):
         self.inner = TorchDistTransport(group, timeout, batched=False)
         if self.inner.nccl:
             raise ValueError("ShmTransport moves CPU tensors; under NCCL use the process group's transport")
@@ -74,15 +86,19 @@ class ShmTransport:
         self.paths: set[str] = set()
         self._out: dict[int, Outbox] = {}
         self._in: dict[int, Inbox] = {}
-        self.bells = Doorbells(self.inner, self.host)
+        self.bells = Doorbells(self.inner, self.host, setup_timeout or self.timeout)
+        self.key = self.bells.key
         self._finalizer = weakref.finalize(self, unlink_all, self.paths, CLOSE_GRACE_S)
+        on_sigterm(self)
 
-    def close(self) -> None:
+    def close(self, grace: float = CLOSE_GRACE_S) -> None:
         """Unlink every file this end created that its peers have not mapped
         (done anyway when the transport is freed or the process exits
-        normally). Waits up to ``CLOSE_GRACE_S`` for peers to map what they
+        normally). Waits up to ``grace`` seconds for peers to map what they
         were sent: a peer a moment behind still reads the last message."""
-        self._finalizer()
+        if self._finalizer.alive:
+            self._finalizer.detach()
+            unlink_all(self.paths, grace)
         self.bells.close()
 
     def group_rank(self, rank: int) -> int:
@@ -91,14 +107,14 @@ class ShmTransport:
     def _shared(self, tensor: torch.Tensor, tag: int) -> bool:
         """Whether a message goes through shared memory: decided from what
         both ends know alike (its size and tag)."""
-        return tag == 0 and tensor.numel() * tensor.element_size() >= self.eager_bytes
+        return tag == COLLECTIVE_TAG and tensor.numel() * tensor.element_size() >= self.eager_bytes
 
     def isend(self, tensor: torch.Tensor, dst: int, tag: int = 0, label: Label | None = None):
         if not self._shared(tensor, tag):
             return self.inner.isend(tensor, dst, tag, label)
         out = self._out.get(dst)
         if out is None:
-            out = self._out[dst] = Outbox(stem(self.nonce, self.rank, dst), self.paths)
+            out = self._out[dst] = Outbox(stem(self.key, self.rank, self.nonce, dst), self.paths)
         nbytes = tensor.numel() * tensor.element_size()
         region, offset, seq = out.place(nbytes)
         region.data[offset : offset + nbytes].view(tensor.dtype).view(tensor.shape).copy_(tensor)
@@ -113,8 +129,8 @@ class ShmTransport:
         return _ShmRecv(self, tensor, src, self.bells.ticket(src))
 
     def exchange(self, sends: list[Message], recvs: list[Message], label: Label):
-        recv_works = [self.irecv(m.tensor, m.peer, 0, label) for m in recvs]
-        send_works = [self.isend(m.tensor, m.peer, 0, label) for m in sends]
+        recv_works = [self.irecv(m.tensor, m.peer, COLLECTIVE_TAG, label) for m in recvs]
+        send_works = [self.isend(m.tensor, m.peer, COLLECTIVE_TAG, label) for m in sends]
         return send_works, recv_works
 
     def locate(self, src: int, token: tuple, like: torch.Tensor) -> tuple[torch.Tensor, Inbox, int]:
@@ -123,18 +139,21 @@ class ShmTransport:
         _, seq, gen, offset, nbytes, nonce, host, oldest = token
         if host != self.host:
             raise TransportPeerError(
-                f"rank {src} is on another host: ShmTransport needs every rank of the group on one host"
+                f"rank {src} is on another host: ShmTransport needs every rank of the group on one host",
+                peer=src,
             )
         want = like.numel() * like.element_size()
         if nbytes != want:
-            raise TransportPeerError(f"rank {src} sent {nbytes} bytes where {want} were expected")
+            raise TransportPeerError(f"rank {src} sent {nbytes} bytes where {want} were expected", peer=src)
         inbox = self._in.get(src)
         if inbox is None or inbox.nonce != nonce:  # a new sender transport: count afresh
-            inbox = self._in[src] = Inbox(nonce, stem(nonce, src, self.rank))
+            inbox = self._in[src] = Inbox(nonce, stem(self.key, src, nonce, self.rank))
         try:
             region = inbox.region(gen, oldest)
         except OSError as e:
-            raise TransportPeerError(f"cannot map rank {src}'s shared memory {inbox.stem}-{gen}: {e}") from e
+            raise TransportPeerError(
+                f"cannot map rank {src}'s shared memory {inbox.stem}-{gen}: {e}", peer=src
+            ) from e
         return region[offset : offset + nbytes].view(like.dtype).view(like.shape), inbox, seq
 
 

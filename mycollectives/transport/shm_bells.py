@@ -18,9 +18,12 @@ trip between two processes on one core measured about 4 ms through gloo
 (the tick of a ``HZ=250`` kernel) against about 5 us through a pipe.
 
 Setting up is collective, like ``torch.distributed.new_group``: every rank
-of the group constructs its transport, the ranks agree on a name through the
-group, each opens every peer's pipe for writing, and each then unlinks its
-own, so nothing is left in ``/dev/shm`` even if a process dies.
+of the group constructs its transport, the ranks agree on a key and learn
+each other's process ids (``shm_setup.everyone``), each opens every peer's
+pipe for writing, and each then unlinks its own, so nothing is left in
+``/dev/shm`` even if a process dies. A receiver waiting for a token checks
+now and then that its sender's process still runs, so a dead sender is a
+:class:`TransportPeerError` naming it, not a wait for the timeout.
 """
 
 from __future__ import annotations
@@ -34,45 +37,51 @@ import time
 import weakref
 
 import torch
-import torch.distributed as dist
 
 from .base import TransportPeerError, TransportTimeout
-from .shm_regions import SHM_DIR
+from .shm_setup import alive, everyone, prefix, remove_rank, track, untrack
 
 FIELDS = ("src", "seq", "gen", "offset", "nbytes", "nonce", "host", "oldest")
 RECORD = struct.Struct(f"<{len(FIELDS)}q")  # 64 bytes, well under PIPE_BUF (4096 on Linux)
 PIPE_BYTES = 1 << 20  # asked for (the default pipe holds 1024 tokens); the kernel may give less
+LIVENESS_S = 0.2  # a waiting receiver checks its sender's process this often
 
 
 class Doorbells:
     """One rank's doorbell and the write ends of its peers' (see the module)."""
 
-    def __init__(self, inner, host: int):
-        group, rank, world = inner.group, inner.rank, inner.world_size
-        mine = torch.tensor([random.SystemRandom().getrandbits(62), host], dtype=torch.int64)
-        every = [torch.empty(2, dtype=torch.int64) for _ in range(world)]
-        dist.all_gather(every, mine, group=group)
-        away = [r for r, t in enumerate(every) if int(t[1]) != host]
+    def __init__(self, inner, host: int, timeout: float):
+        rank, world = inner.rank, inner.world_size
+        mine = torch.tensor([random.SystemRandom().getrandbits(62), host, os.getpid()], dtype=torch.int64)
+        every = everyone(inner, mine, timeout, "agreeing on names")
+        away = [r for r in range(world) if int(every[r, 1]) != host]
         if away:
             raise ValueError(
                 f"rank {rank}: ranks {away} are on another host; ShmTransport needs every rank of "
                 "the group on one host (use the process group's transport across hosts)"
             )
-        key = int(every[0][0])
+        self.key, self.pids = int(every[0, 0]), [int(x) for x in every[:, 2]]
         self.timeout = inner.timeout
-        path = self.path_of(key, rank)
+        path = self.path_of(self.key, rank)
         os.mkfifo(path, 0o600)
-        self.fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)  # read-write: never sees end of file
-        with contextlib.suppress(OSError):
-            import fcntl
+        track(path)
+        try:
+            self.fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)  # read-write: never sees end of file
+            with contextlib.suppress(OSError):
+                import fcntl
 
-            fcntl.fcntl(self.fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
-        dist.barrier(group=group)  # every pipe exists
-        self.peers = {
-            r: os.open(self.path_of(key, r), os.O_WRONLY | os.O_NONBLOCK) for r in range(world) if r != rank
-        }
-        dist.barrier(group=group)  # every pipe is open at both ends: the names may go
-        os.unlink(path)
+                fcntl.fcntl(self.fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
+            everyone(inner, mine[:1], timeout, "making the doorbells")  # every pipe exists
+            self.peers = {
+                r: os.open(self.path_of(self.key, r), os.O_WRONLY | os.O_NONBLOCK)
+                for r in range(world)
+                if r != rank
+            }
+            everyone(inner, mine[:1], timeout, "opening the doorbells")  # both ends open: the names may go
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            untrack(path)
         self._pending = bytearray()
         self._arrived: dict[int, dict[int, tuple]] = {r: {} for r in range(world)}  # src -> {ticket: token}
         self._count = dict.fromkeys(range(world), 0)  # tokens arrived from each src
@@ -81,7 +90,7 @@ class Doorbells:
 
     @staticmethod
     def path_of(key: int, rank: int) -> str:
-        return os.path.join(SHM_DIR, f"mycollectives-{key:x}-{rank}-bell")
+        return prefix(key, rank) + "bell"
 
     def close(self) -> None:
         self._finalizer()
@@ -99,11 +108,14 @@ class Doorbells:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise TransportTimeout(
-                        f"rank {dst}'s doorbell stayed full for {self.timeout:g} s"
+                        f"rank {dst}'s doorbell stayed full for {self.timeout:g} s", peer=dst
                     ) from None
                 select.select([], [self.peers[dst]], [], left)
             except BrokenPipeError:
-                raise TransportPeerError(f"rank {dst} has closed its doorbell") from None
+                remove_rank(self.key, dst)
+                raise TransportPeerError(
+                    f"rank {dst} has closed its doorbell (its process ended)", peer=dst
+                ) from None
 
     def ticket(self, src: int) -> int:
         """A place in line for the next message from ``src``: messages from
@@ -119,9 +131,14 @@ class Doorbells:
         while ticket not in waiting:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise TransportTimeout(f"no message from rank {src} after {timeout:g} s")
-            if select.select([self.fd], [], [], left)[0]:
+                raise TransportTimeout(f"no message from rank {src} after {timeout:g} s", peer=src)
+            if select.select([self.fd], [], [], min(left, LIVENESS_S))[0]:
                 self._read()
+            elif not alive(self.pids[src]):
+                self._read()  # what it sent before it died still counts
+                if ticket not in waiting:
+                    remove_rank(self.key, src)
+                    raise TransportPeerError(f"rank {src} (process {self.pids[src]}) has exited", peer=src)
         return waiting.pop(ticket)
 
     def _read(self) -> None:
@@ -131,7 +148,7 @@ class Doorbells:
         for token in RECORD.iter_unpack(bytes(self._pending[:whole])):
             src = token[0]
             if src not in self._count:
-                raise TransportPeerError(f"a token from rank {src}, who is not in this group")
+                raise TransportPeerError(f"a token from rank {src}, who is not in this group", peer=src)
             self._arrived[src][self._count[src]] = token
             self._count[src] += 1
         del self._pending[:whole]

@@ -20,7 +20,9 @@ import time
 
 import torch
 
-SHM_DIR = "/dev/shm"
+from .shm_setup import SHM_DIR, prefix, track, untrack
+
+__all__ = ["SHM_DIR", "Inbox", "Outbox", "Region", "host_id", "map_file", "stem", "unlink", "unlink_all"]
 MIN_REGION_BYTES = 4 << 20
 MAX_REGIONS = 4  # read regions kept per peer for reuse
 ALIGN = 64  # bytes: every message starts on a cache line (and any dtype's alignment)
@@ -37,10 +39,11 @@ def host_id() -> int:
     return int.from_bytes(digest, "little") >> 2
 
 
-def stem(nonce: int, src: int, dst: int) -> str:
+def stem(key: int, src: int, nonce: int, dst: int) -> str:
     """The start of the names of the files sender ``src`` (whose transport
-    drew ``nonce``) writes for ``dst``."""
-    return os.path.join(SHM_DIR, f"mycollectives-{nonce:x}-{src}-{dst}")
+    drew ``nonce``) writes for ``dst``, in the transport the ranks agreed on
+    as ``key`` (so that every file of a rank is found by ``shm_setup.prefix``)."""
+    return f"{prefix(key, src)}{nonce:x}-{dst}"
 
 
 def map_file(path: str, nbytes: int | None = None) -> torch.Tensor:
@@ -48,6 +51,7 @@ def map_file(path: str, nbytes: int | None = None) -> torch.Tensor:
     ``nbytes`` if given, else opened at its current size."""
     if nbytes is not None:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        track(path)
         try:
             os.ftruncate(fd, nbytes)
         finally:
@@ -74,6 +78,7 @@ def unlink_all(paths: set, grace: float = 0.0) -> None:
         time.sleep(0.005)
     for p in list(paths):
         unlink(p)
+        untrack(p)
     paths.clear()
 
 
@@ -127,6 +132,7 @@ class Outbox:
         for r in [r for r in self.regions[:-1] if consumed >= r.last][: max(0, extra)]:
             self.regions.remove(r)
             self.paths.discard(r.path)  # read, so the peer has mapped and unlinked it
+            untrack(r.path)
         return cur, offset, self.seq
 
     def oldest(self) -> int:

@@ -18,7 +18,7 @@ import weakref
 import torch
 import torch.distributed as dist
 
-from .base import Label, Message, TransportPeerError, TransportTimeout
+from .base import COLLECTIVE_TAG, Label, Message, NotInGroup, TransportPeerError, TransportTimeout
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -43,7 +43,8 @@ class TorchDistTransport:
         self._group = weakref.ref(group if group is not None else dist.group.WORLD)
         self.rank = dist.get_rank(self.group)
         if self.rank < 0:
-            raise ValueError("this process is not a member of the given process group")
+            raise NotInGroup("this process is not a member of the given process group")
+        self.local = False
         self.world_size = dist.get_world_size(self.group)
         self.backend = str(dist.get_backend(self.group)).lower()
         self.nccl = self.backend == "nccl"
@@ -73,24 +74,44 @@ class TorchDistTransport:
         # the process group's own send: ``dst`` is already a group rank, and the
         # checks and rank translations of ``dist.isend`` cost CPU per message
         # (measured: about a fifth of a small message's process time on gloo)
-        return _DistWork(self.group.send([tensor], dst, tag), self, dst)
+        return _DistWork(_post(self.group.send, tensor, dst, tag), self, dst)
 
     def irecv(self, tensor, src, tag=0, label=None):
-        return _DistWork(self.group.recv([tensor], src, tag), self, src)
+        return _DistWork(_post(self.group.recv, tensor, src, tag), self, src)
 
     def exchange(self, sends: list[Message], recvs: list[Message], label: Label):
         if not self.batched:
-            recv_works = [self.irecv(m.tensor, m.peer) for m in recvs]
-            send_works = [self.isend(m.tensor, m.peer) for m in sends]
+            recv_works = [self.irecv(m.tensor, m.peer, COLLECTIVE_TAG) for m in recvs]
+            send_works = [self.isend(m.tensor, m.peer, COLLECTIVE_TAG) for m in sends]
             return send_works, recv_works
-        ops = [dist.P2POp(dist.irecv, m.tensor, self._global[m.peer], self.group) for m in recvs]
-        ops += [dist.P2POp(dist.isend, m.tensor, self._global[m.peer], self.group) for m in sends]
+        ops = [
+            dist.P2POp(dist.irecv, m.tensor, self._global[m.peer], self.group, COLLECTIVE_TAG) for m in recvs
+        ]
+        ops += [
+            dist.P2POp(dist.isend, m.tensor, self._global[m.peer], self.group, COLLECTIVE_TAG) for m in sends
+        ]
         if not ops:
             return [], []
-        works = dist.batch_isend_irecv(ops)
+        try:
+            works = dist.batch_isend_irecv(ops)
+        except RuntimeError as e:
+            raise TransportPeerError(_first_line(e)) from e
         # NCCL coalesces the batch: wait for all of it through one handle
         shared = _DistWork(works[-1], self, None, extra=works[:-1])
         return [shared] * len(sends), [shared] * len(recvs)
+
+
+def _first_line(e: BaseException) -> str:
+    return str(e).splitlines()[0][:300] if str(e) else type(e).__name__
+
+
+def _post(call, tensor, peer: int, tag: int):
+    """``group.send`` or ``group.recv``, a failure of the peer's connection
+    (gloo raises it at once when the peer is gone) named as the peer's."""
+    try:
+        return call([tensor], peer, tag)
+    except RuntimeError as e:
+        raise TransportPeerError(_first_line(e), peer=peer) from e
 
 
 class _DistWork:
@@ -120,7 +141,7 @@ class _DistWork:
         except RuntimeError as e:
             text = str(e)
             if "imed out" in text or "imeout" in text:
-                raise TransportTimeout(f"no completion after {timeout:g} s") from e
-            raise TransportPeerError(text.splitlines()[0][:300]) from e
+                raise TransportTimeout(f"no completion after {timeout:g} s", peer=self.peer) from e
+            raise TransportPeerError(_first_line(e), peer=self.peer) from e
         self.done = True
         return True

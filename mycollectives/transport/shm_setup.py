@@ -1,0 +1,128 @@
+"""Setting up the shared-memory transport, and leaving nothing behind.
+
+Construction is collective: the ranks agree on a key that names every file
+of this transport in ``/dev/shm``, check that they share a host, and learn
+each other's process ids. :func:`everyone` does that exchange with the
+process group's own point-to-point calls under a timeout (never the public
+``torch.distributed`` collectives, which a program may have replaced with
+this package's), so a rank that is late or missing gives an error naming it.
+
+Every file a rank creates is named ``mycollectives-<key>-<rank>-...``, so
+whatever a dead rank left behind can be found and removed by the others.
+Files leave ``/dev/shm``
+
+* when the receiver maps them (both ends hold the memory from then on);
+* when their owner closes the transport, exits normally, or is ended by
+  SIGTERM (what torchrun sends; :func:`on_sigterm` unlinks them first, where
+  the program has not installed a SIGTERM handler of its own);
+* when a peer notices that their owner has died (:func:`alive` on its process
+  id) and unlinks the dead rank's files;
+* when Python's resource tracker, a separate process, sees its owner end
+  without cleaning up (SIGKILL, ``os._exit``): the files are registered with
+  it. Only a whole job killed by SIGKILL on a machine whose tracker processes
+  die too can leave files behind; the operating system gives no other hook.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import signal
+import threading
+import weakref
+from multiprocessing import resource_tracker
+
+import torch
+
+from .base import COLLECTIVE_TAG, TransportTimeout
+
+SETUP_TAG = COLLECTIVE_TAG + 1
+SHM_DIR = "/dev/shm"
+
+
+def everyone(inner, mine: torch.Tensor, timeout: float, what: str) -> torch.Tensor:
+    """Every rank's ``mine`` (a 1-D int64 tensor of one size on every rank), as
+    rows in rank order, sent and received with ``inner``'s point-to-point
+    calls; a rank that does not answer within ``timeout`` is named."""
+    p, me = inner.world_size, inner.rank
+    rows = torch.zeros(p, mine.numel(), dtype=torch.int64)
+    rows[me] = mine
+    recvs = {q: inner.irecv(rows[q], q, SETUP_TAG) for q in range(p) if q != me}
+    sends = [inner.isend(mine, q, SETUP_TAG) for q in range(p) if q != me]
+    for q, work in recvs.items():
+        try:
+            work.wait(timeout)
+        except TransportTimeout as e:
+            raise TransportTimeout(
+                f"shared-memory set-up ({what}): rank {q} did not answer within {timeout:g} s "
+                "(every rank of the group must make its first call on it)",
+                peer=q,
+            ) from e
+    for work in sends:
+        work.wait(timeout)
+    return rows
+
+
+def prefix(key: int, rank: int) -> str:
+    """The start of the name of every file ``rank`` creates for transport ``key``."""
+    return os.path.join(SHM_DIR, f"mycollectives-{key:x}-{rank}-")
+
+
+def track(path: str) -> None:
+    """Have Python's resource tracker unlink ``path`` if this process ends without doing so."""
+    with contextlib.suppress(Exception):
+        resource_tracker.register("/" + os.path.basename(path), "shared_memory")
+
+
+def untrack(path: str) -> None:
+    with contextlib.suppress(Exception):
+        resource_tracker.unregister("/" + os.path.basename(path), "shared_memory")
+
+
+def remove_rank(key: int, rank: int) -> None:
+    """Unlink every file ``rank`` created for transport ``key`` (it has died)."""
+    for path in glob.glob(prefix(key, rank) + "*"):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` (on this host) still runs: not gone, not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return True
+
+
+_closers: weakref.WeakSet = weakref.WeakSet()
+_installed = False
+
+
+def on_sigterm(transport) -> None:
+    """Close ``transport`` (unlinking its files) when SIGTERM arrives, then end
+    the process as SIGTERM would; only where the program has no handler of
+    its own and this is the main thread (where Python allows a handler)."""
+    global _installed
+    _closers.add(transport)
+    if _installed or threading.current_thread() is not threading.main_thread():
+        return
+    with contextlib.suppress(ValueError, OSError):
+        if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+            signal.signal(signal.SIGTERM, _terminate)
+            _installed = True
+
+
+def _terminate(signum, frame) -> None:
+    for t in list(_closers):
+        with contextlib.suppress(Exception):
+            t.close(grace=0.0)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
