@@ -8,7 +8,9 @@ registered algorithm is a candidate at once, formula or not. The answer
 depends only on its arguments, so every rank picks the same algorithm.
 
 An algorithm that needs the node size (``hierarchical``) is considered only
-when ``local_size`` is given and divides the world size.
+when ``local_size`` is given and divides the world size; a load/store
+algorithm (the one-shot all-reduce) only for tensors in symmetric memory
+(``heap``), ranked with :data:`LOADSTORE`'s costs.
 
 The answer is cached per call shape: ranking the menu builds a schedule per
 algorithm, which a small collective would otherwise pay on every call.
@@ -20,6 +22,12 @@ import functools
 
 from .cost import DEFAULT_MACHINE, Machine, cheapest
 
+# Load/store on one host's shared memory (symmetric memory): a read of a
+# peer's buffer costs little beyond its bytes (a barrier per round, about a
+# microsecond or two), and bytes move and add at memory speed (about 6 GB/s
+# for one core here). Used by ``auto`` for tensors in symmetric memory.
+LOADSTORE = Machine(alpha=2e-6, beta=1.5e-10, gamma=1.5e-10)
+
 
 @functools.lru_cache(maxsize=4096)
 def choose(
@@ -29,11 +37,14 @@ def choose(
     machine: Machine | None = None,
     local_size: int | None = None,
     itemsize: int = 4,
+    heap: bool = False,
 ) -> str:
     """The algorithm ``auto`` runs for a call of nccl-tests' ``size`` ``nbytes``.
 
     >>> choose("all_reduce", 8, 64), choose("all_reduce", 8, 64 << 20)
     ('recursive_doubling', 'rabenseifner')
     """
-    machine = machine or DEFAULT_MACHINE
-    return cheapest(collective, world_size, nbytes, machine, itemsize=itemsize, local_size=local_size)
+    machine = machine or (LOADSTORE if heap else DEFAULT_MACHINE)
+    return cheapest(
+        collective, world_size, nbytes, machine, itemsize=itemsize, local_size=local_size, heap=heap
+    )

@@ -72,6 +72,36 @@ def _wait(call, timeout: float, where: str, peer: int | None, what: str):
         raise PeerError(f"{where}: {what} rank {who} failed: {e}") from e
 
 
+def settle(late: list, me: int, view, combine) -> None:
+    """Apply a round's late writes, ``(src, data, pieces)`` each, at its end.
+
+    Several reductions into one region are added in rank order, the region's
+    own value taking this rank's place: every rank then adds the same operands
+    in the same order, so a one-shot all-reduce (each rank adding up every
+    vector itself) gives bitwise the same floats on every rank, as the others do.
+    """
+    groups: dict[tuple[int, int, int], list] = {}
+    for src, data, pieces in late:
+        if len(pieces) == 1 and pieces[0][3]:
+            groups.setdefault(pieces[0][:3], []).append((src, data))
+            continue
+        at = 0
+        for buf, off, count, red in pieces:
+            part, into = data[at : at + count], view(buf, off, count)
+            if red:
+                combine(into, part)
+            else:
+                into.copy_(part)
+            at += count
+    for (buf, off, count), parts in groups.items():
+        region = view(buf, off, count)
+        ordered = sorted([*parts, (me, None)], key=lambda part: part[0])
+        acc = (region if ordered[0][1] is None else ordered[0][1]).clone()
+        for _, data in ordered[1:]:
+            combine(acc, region if data is None else data)
+        region.copy_(acc)
+
+
 def execute(
     schedule: Schedule,
     transport,
@@ -138,10 +168,9 @@ def execute(
             if mode == "now":
                 apply(msg.tensor, pieces)
             elif mode == "late":
-                deferred.append((msg.tensor, pieces))
+                deferred.append((msg.peer, msg.tensor, pieces))
         for msg, work in zip(sends, send_works):
             _wait(work.wait, timeout, where, msg.peer, "send to")
         for sbuf, soff, dbuf, doff, count, red in rp.local:
             apply(view(sbuf, soff, count), [(dbuf, doff, count, red)])
-        for data, pieces in deferred:
-            apply(data, pieces)
+        settle(deferred, me, view, combine)

@@ -19,11 +19,11 @@ ROOT = Path(__file__).resolve().parent
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("errors", "ops", "schedule", "topology")),
-    ("transport", ("transport",)),
+    ("transport", ("transport", "symmetric")),
     ("collectives", ("collectives",)),
     ("algorithms", ("algorithms",)),
     ("consumers of schedules", ("verify", "plan", "cost")),
-    ("execution and choice", ("executor", "auto")),
+    ("execution and choice", ("executor", "loadstore", "auto")),
     ("API", ("api",)),
     ("above the API", ("pingpong", "patch", "sim", "viz", "bench", "exercises", "memory", "layers")),
     ("the package", ("",)),

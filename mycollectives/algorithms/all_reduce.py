@@ -54,6 +54,21 @@ def direct(spec: Spec) -> list[Round]:
     return direct_reduce_scatter(p, chunks) + direct_all_gather(p, chunks)
 
 
+@register("all_reduce", "one_shot", heap_only=True)
+def one_shot(spec: Spec) -> list[Round]:
+    """One round: every rank reads every peer's whole vector and adds it to
+    its own. ``p-1`` vectors per rank, but a single round: the latency-bound
+    choice on symmetric memory, where a read costs little beyond its bytes
+    (PyTorch's ``one_shot_all_reduce``; NCCL's symmetric kernels).
+    Its two-round counterpart, reduce-scatter then all-gather with every
+    rank reading its share from all, is ``direct`` (a "two-shot" all-reduce).
+    """
+    p = spec.world_size
+    src, dst = np.divmod(np.arange(p * p), p)
+    keep = src != dst
+    return [Round.of(src[keep], dst[keep], 0, spec.count, reduce=True)]
+
+
 @register("all_reduce", "recursive_doubling")
 def recursive_doubling(spec: Spec) -> list[Round]:
     """Swap whole vectors with the rank at distance 1, 2, 4, ...: ``log p`` rounds.

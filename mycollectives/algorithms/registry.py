@@ -31,15 +31,20 @@ class Entry:
     name: str
     build: Builder
     uses: tuple[str, ...] = ()
+    heap_only: bool = False  # auto considers it only for tensors in symmetric memory
 
 
 _REGISTRY: dict[str, dict[str, Entry]] = {c: {} for c in COLLECTIVES}
 
 
-def register(collective: str, name: str, uses: tuple[str, ...] = ()) -> Callable[[Builder], Builder]:
+def register(
+    collective: str, name: str, uses: tuple[str, ...] = (), heap_only: bool = False
+) -> Callable[[Builder], Builder]:
     """Put a builder on the menu of ``collective``; ``uses`` names the
     ``Spec`` options it reads (``"segment"``, ``"local_size"``), so that
-    callers set only those.
+    callers set only those. ``heap_only``: ``auto`` considers it only when the
+    call's tensors lie in symmetric memory (a load/store algorithm, such as the
+    one-shot all-reduce); it still runs anywhere when asked for by name.
 
     >>> @register("all_reduce", "toy")
     ... def toy(spec): return []
@@ -56,7 +61,7 @@ def register(collective: str, name: str, uses: tuple[str, ...] = ()) -> Callable
         table = _REGISTRY[canonical(collective)]
         if name in table or name in ("auto", "native"):
             raise ValueError(f"{collective} already has an algorithm called {name!r}")
-        table[name] = Entry(name, fn, tuple(uses))
+        table[name] = Entry(name, fn, tuple(uses), heap_only)
         build.cache_clear()
         return fn
 

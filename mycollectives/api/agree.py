@@ -10,6 +10,7 @@ package's own all-gather (Bruck's), through the same transport as the call.
 
 from __future__ import annotations
 
+import functools
 import zlib
 
 import numpy as np
@@ -28,35 +29,66 @@ def _id(value) -> int:
 
 _HEAD = 12
 _MSG = 32  # int64 words of error message (256 bytes)
-_FIELDS = ("function", "algorithm", "dtype", "element count", "root", "op", "segment_bytes", "local_size")
+_FIELDS = (
+    "function",
+    "algorithm",
+    "dtype",
+    "element count",
+    "root",
+    "op",
+    "segment_bytes",
+    "local_size",
+    "use of symmetric memory",
+)
 
 
-def _describe(fn, algorithm, meta, err, opts, p: int) -> torch.Tensor:
+@functools.lru_cache(maxsize=1024)
+def _fields(fn, algorithm, dtype, count, root, op, segment, local, symmetric) -> tuple[int, ...]:
+    return (
+        _id(fn),
+        _id(algorithm),
+        _id(dtype),
+        count,
+        root,
+        _id(op),
+        segment or -1,
+        local or -1,
+        int(symmetric),
+    )
+
+
+def _describe(fn, algorithm, meta, err, opts, p: int) -> np.ndarray:
     d = np.zeros(_HEAD + _MSG + 2 * p, dtype=np.int64)
     d[0] = 1 if isinstance(err, ValueError) else 2 if err is not None else 0
     if meta is not None:
-        d[1:9] = [
-            _id(fn),
-            _id(algorithm),
-            _id(meta.dtype),
+        d[1:10] = _fields(
+            fn,
+            algorithm,
+            meta.dtype,
             meta.count,
             meta.root,
-            _id(meta.op),
-            opts.segment_bytes or -1,
-            opts.local_size or -1,
-        ]
+            meta.op,
+            opts.segment_bytes,
+            opts.local_size,
+            meta.symmetric,
+        )
         if meta.in_splits is not None:
             d[_HEAD + _MSG :] = meta.in_splits + meta.out_splits
     if err is not None:
         raw = str(err).encode()[: 8 * _MSG].ljust(8 * _MSG, b"\0")
         d[_HEAD : _HEAD + _MSG] = np.frombuffer(raw, dtype=np.int64)
-    return torch.from_numpy(d)
+    return d
 
 
-def handshake(t: Transport, fn, algorithm, meta, err, opts) -> np.ndarray:
-    """Every rank's descriptor, one row per rank (call on every rank)."""
+def handshake(t: Transport, fn, algorithm, meta, err, opts, heap=None) -> np.ndarray:
+    """Every rank's descriptor, one row per rank (call on every rank). With a
+    symmetric-memory ``heap`` the descriptors meet in its mailboxes, one
+    barrier on the signal pads instead of a round of messages."""
     p = t.world_size
     mine = _describe(fn, algorithm, meta, err, opts, p)
+    if heap is not None:
+        return _through_heap(heap, mine, opts.timeout or t.timeout, fn)
+    mine = torch.from_numpy(mine)
     width = mine.numel()
     everyone = torch.zeros(p * width, dtype=torch.int64, device=t.device)
     everyone[t.rank * width : (t.rank + 1) * width] = mine.to(t.device)
@@ -65,10 +97,29 @@ def handshake(t: Transport, fn, algorithm, meta, err, opts) -> np.ndarray:
     return everyone.cpu().numpy().reshape(p, width)
 
 
-def agree(fn: str, me: int, table: np.ndarray, names: dict) -> None:
+def _through_heap(heap, mine: np.ndarray, timeout: float, fn: str) -> np.ndarray:
+    from ..errors import CollectiveTimeout, PeerError
+    from ..transport import TransportPeerError, TransportTimeout
+
+    heap.mailbox(heap.rank)[: len(mine)].copy_(torch.from_numpy(mine))
+    try:
+        heap.barrier(1, timeout)
+    except TransportTimeout as e:
+        raise CollectiveTimeout(
+            f"{fn} (argument check in symmetric memory) on rank {heap.rank}: rank {e.peer} did not arrive "
+            f"within {timeout:g} s (does every rank pass a tensor in symmetric memory, rendezvoused on this group?)"
+        ) from e
+    except TransportPeerError as e:
+        raise PeerError(f"{fn} (argument check) on rank {heap.rank}: {e}") from e
+    return np.stack([heap.mailbox(r)[: len(mine)].numpy().copy() for r in range(heap.world_size)])
+
+
+def agree(fn: str, me: int, table: np.ndarray) -> None:
     """Raise on this rank if any rank's arguments were bad or ranks disagree."""
     if table[me, 0]:
         return  # this rank's own error is raised by the caller
+    if not table[:, 0].any() and (table[:, 1:10] == table[0, 1:10]).all():
+        return  # the common case, decided in one comparison
     for r, row in enumerate(table):
         if row[0] and r != me:
             msg = row[_HEAD : _HEAD + _MSG].tobytes().rstrip(b"\0").decode(errors="replace")
@@ -77,11 +128,12 @@ def agree(fn: str, me: int, table: np.ndarray, names: dict) -> None:
     for i, what in enumerate(_FIELDS, start=1):
         col = table[:, i]
         if (col != col[0]).any():
-            shown = ", ".join(f"rank {r}: {names.get(int(v), v)}" for r, v in enumerate(col))
+            known = names()
+            shown = ", ".join(f"rank {r}: {known.get(int(v), v)}" for r, v in enumerate(col))
             raise ValueError(f"{fn} on rank {me}: ranks disagree on the {what} ({shown})")
 
 
-def names(fn: str, collective: str) -> dict:
+def names() -> dict:
     """Readable names for the hashed fields of the descriptors, for messages."""
     known = [*COLLECTIVES, *ALIASES, "auto", *(a for c in COLLECTIVES for a in algorithms(c)), *ReduceOp]
     known += [v for v in vars(torch).values() if isinstance(v, torch.dtype)]

@@ -34,6 +34,6 @@ def broadcast(
         return Meta(tensor.dtype, tensor.numel(), root=c.root("src", src, group_src, t.group_rank))
 
     def body(job) -> None:
-        job.run({WORK: tensor.view(-1)})
+        job.run({WORK: tensor.view(-1)}, as_given=True)
 
-    return launch("broadcast", group, algorithm, options, validate, body, async_op, [tensor])
+    return launch("broadcast", group, algorithm, options, validate, body, async_op, [tensor], heap=tensor)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .. import auto
+from .. import auto, loadstore, symmetric
 from ..algorithms import Spec, canonical, entry, schedule_for
 from ..collectives import record
 from ..errors import CollectiveTimeout, PeerError
@@ -33,7 +33,7 @@ from ..executor import execute, workspace
 from ..ops import ReduceOp, combiner, op_dtype_error
 from ..schedule import TMP, Schedule
 from ..transport import NotInGroup, Transport, TransportPeerError, TransportTimeout, resolve_group
-from .agree import agree, check_splits, handshake, names
+from .agree import agree, check_splits, handshake
 from .checks import Checker
 from .work import Work, lane_for
 
@@ -95,6 +95,7 @@ class Meta:
     # all-to-all with no split sizes given: every rank splits evenly, so the
     # sizes need no exchange (the handshake still checks them unless check=False)
     even: bool = False
+    symmetric: bool = False  # the call's tensors are in symmetric memory, rendezvoused on this group
 
 
 @dataclass
@@ -105,16 +106,44 @@ class Launch:
     options: Options
     fn: str
     splits: np.ndarray | None = field(default=None)
+    checked_in_heap: bool = False  # the argument check met in symmetric memory (a barrier)
 
-    def run(self, buffers: dict[int, torch.Tensor]) -> None:
-        """Execute this rank's part of the schedule on flat ``buffers``."""
+    def run(self, buffers: dict[int, torch.Tensor], as_given: bool = False) -> None:
+        """Execute this rank's part of the schedule on flat ``buffers``: as reads
+        of the peers' buffers where they all lie in symmetric memory, else by
+        messages. ``as_given``: the buffers are the caller's tensors, unchanged
+        since the call (in symmetric memory the check's barrier then suffices)."""
         combine = combiner(self.meta.op) if self.meta.op is not None else None
+        found = _in_heap(self.transport, self.schedule, buffers) if self.meta.symmetric else None
+        if found is not None:
+            heap, offsets = found
+            like = next(iter(buffers.values()))
+            loadstore.execute(
+                self.schedule, heap, offsets, like.dtype, combine, self.options.timeout, self.fn
+            )
+            return
         if TMP in self.schedule.buffers and TMP not in buffers:
             like = next(iter(buffers.values()))
             buffers[TMP] = scratch(
                 int(self.schedule.buffers[TMP][self.transport.rank]), like, self.transport, "tmp"
             )
         execute(self.schedule, self.transport, buffers, combine, self.options.timeout, self.fn)
+
+
+def _in_heap(transport, schedule: Schedule, buffers: dict):
+    """``(handle, byte offset of each buffer)`` if every buffer the schedule
+    uses lies in one symmetric block rendezvoused on ``transport`` (the same on
+    every rank of a call the ranks agreed is in symmetric memory); else None."""
+    if TMP in schedule.buffers:
+        return None
+    block, offsets = None, {}
+    for buf, tensor in buffers.items():
+        found = symmetric.block_of(tensor) if isinstance(tensor, torch.Tensor) else None
+        if found is None or (block is not None and found[0] is not block):
+            return None
+        block, offsets[buf] = found
+    heap = block.handles.get(transport) if block is not None else None
+    return (heap, offsets) if heap is not None else None
 
 
 def launch(
@@ -126,6 +155,7 @@ def launch(
     body: Callable[[Launch], None],
     async_op: bool = False,
     outputs: Sequence[torch.Tensor] = (),
+    heap: torch.Tensor | None = None,
 ) -> Work | None:
     """Check, agree, build the schedule and run ``body(launch)``, in the group's order.
 
@@ -133,7 +163,9 @@ def launch(
     its :class:`Meta`; it must not modify any tensor. Returns None, or with
     ``async_op`` a :class:`~mycollectives.api.work.Work` whose result is
     ``outputs``. A bad argument is raised before anything runs on the rank
-    that made it, after the handshake has told the other ranks.
+    that made it, after the handshake has told the other ranks. ``heap`` is
+    the tensor whose lying in symmetric memory lets the call run as loads and
+    stores (:mod:`mycollectives.loadstore`).
     """
     opts, err = Options.parse(fn, options)
     try:
@@ -150,7 +182,7 @@ def launch(
         kind = CollectiveTimeout if isinstance(e, TransportTimeout) else PeerError
         raise kind(f"{fn} on rank {_rank_hint()}: {e}") from e
     collective = canonical(fn)
-    meta = None
+    meta, handle = None, None
     try:
         if err is not None:
             raise err
@@ -159,6 +191,8 @@ def launch(
         if algorithm != "auto":
             entry(collective, algorithm)  # raises for an unknown name
         meta = validate(Checker(fn, t.rank, t.world_size, None if t.local else t.device), t)
+        handle = symmetric.handle_of(heap, t) if heap is not None else None
+        meta.symmetric = handle is not None
         if meta.op is not None and (why := op_dtype_error(meta.op, meta.dtype)):
             raise TypeError(f"argument 'op': {why}")
         err = None
@@ -168,18 +202,20 @@ def launch(
     def job() -> None:
         if t.device.type == "cuda":  # an async call runs on the lane's thread: its current device too
             torch.cuda.set_device(t.device)
-        p, splits = t.world_size, None
+        p, splits, checked = t.world_size, None, False
         needs_splits = collective == "all_to_all" and not (meta is not None and meta.even)
         if p > 1 and (opts.check or needs_splits):
-            table = handshake(t, fn, algorithm, meta, err, opts)
-            agree(fn, t.rank, table, names(fn, collective))
+            table = handshake(t, fn, algorithm, meta, err, opts, handle)
+            checked = handle is not None
+            agree(fn, t.rank, table)
             if err is None and collective == "all_to_all":
                 splits = check_splits(fn, t.rank, table)
         if err is not None:
             raise err
         if collective == "all_to_all" and splits is None:
             splits = np.tile(np.asarray(meta.in_splits, dtype=np.int64), (p, 1))
-        body(Launch(t, meta, _schedule(fn, t, collective, algorithm, meta, opts, splits), opts, fn, splits))
+        schedule = _schedule(fn, t, collective, algorithm, meta, opts, splits)
+        body(Launch(t, meta, schedule, opts, fn, splits, checked))
 
     return lane_for(t).run(job, async_op and err is None, outputs)
 
@@ -197,7 +233,10 @@ def _schedule(fn, t, collective: str, algorithm: str, meta: Meta, opts: Options,
         nbytes = record(collective).size(Spec(collective, p, count=meta.count), itemsize)
     env = None if t.local else os.environ.get("LOCAL_WORLD_SIZE")
     call["local_size"] = opts.local_size or (int(env) if env else None)
-    name = auto.choose(collective, p, nbytes, itemsize=itemsize) if algorithm == "auto" else algorithm
+    if algorithm == "auto":
+        name = auto.choose(collective, p, nbytes, itemsize=itemsize, heap=meta.symmetric)
+    else:
+        name = algorithm
     try:
         return schedule_for(collective, name, p, itemsize=itemsize, **call)
     except ValueError as e:
@@ -223,9 +262,15 @@ def _rank_hint():
     return dist.get_rank() if dist.is_available() and dist.is_initialized() else "?"
 
 
-def scratch(numel: int, like: torch.Tensor, transport=None, slot: str = "work") -> torch.Tensor:
+def scratch(
+    numel: int, like: torch.Tensor, transport=None, slot: str = "work", heap: bool = False
+) -> torch.Tensor:
     """Working memory for one call: fresh, or, given the ``transport``, the
-    executor's reusable :func:`~mycollectives.executor.workspace`."""
+    executor's reusable :func:`~mycollectives.executor.workspace`; with
+    ``heap``, in symmetric memory (every rank of a call the ranks agreed is in
+    symmetric memory asks for the same, so the first such call rendezvouses it)."""
+    if heap:
+        return symmetric.workspace(transport, slot, numel, like.dtype)
     if transport is None:
         return torch.empty(numel, dtype=like.dtype, device=like.device)
     return workspace(transport, slot, numel, like)

@@ -45,7 +45,9 @@ def all_gather_into_tensor(
         work[r * n : (r + 1) * n].copy_(input.view(-1))
         job.run({WORK: work})
 
-    return launch("all_gather_into_tensor", group, algorithm, options, validate, body, async_op, [output])
+    return launch(
+        "all_gather_into_tensor", group, algorithm, options, validate, body, async_op, [output], heap=output
+    )
 
 
 @torch.no_grad()

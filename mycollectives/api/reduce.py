@@ -39,10 +39,10 @@ def all_reduce(
         return Meta(tensor.dtype, tensor.numel(), op=resolve_op(op))
 
     def body(job) -> None:
-        job.run({WORK: tensor.view(-1)})
+        job.run({WORK: tensor.view(-1)}, as_given=True)
         _finish_avg(job, tensor)
 
-    return launch("all_reduce", group, algorithm, options, validate, body, async_op, [tensor])
+    return launch("all_reduce", group, algorithm, options, validate, body, async_op, [tensor], heap=tensor)
 
 
 @torch.no_grad()

@@ -46,11 +46,14 @@ def reduce_scatter_tensor(
         return Meta(output.dtype, output.numel(), op=resolve_op(op))
 
     def body(job) -> None:
-        work = scratch(input.numel(), output, job.transport)  # input stays untouched
+        # input stays untouched: a copy (in symmetric memory when the input is)
+        work = scratch(input.numel(), output, job.transport, heap=job.meta.symmetric)
         work.copy_(input.detach().reshape(-1))
         _run(job, work, output)
 
-    return launch("reduce_scatter_tensor", group, algorithm, options, validate, body, async_op, [output])
+    return launch(
+        "reduce_scatter_tensor", group, algorithm, options, validate, body, async_op, [output], heap=input
+    )
 
 
 @torch.no_grad()

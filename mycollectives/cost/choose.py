@@ -14,7 +14,7 @@ all-gather or reduce-scatter (:meth:`~mycollectives.collectives.Collective.spec`
 
 from __future__ import annotations
 
-from ..algorithms import algorithms, canonical, schedule_for, uses
+from ..algorithms import algorithms, canonical, entry, schedule_for, uses
 from ..collectives import record
 from .counted import Machine, counted_cost
 from .formulas import closed_form
@@ -32,17 +32,22 @@ def predict(
     itemsize: int = 4,
     local_size: int | None = None,
     candidates=None,
+    heap: bool = False,
 ) -> dict[str, float]:
     """Time of each algorithm, counted from its schedule, in menu order.
 
     An algorithm that reads the node size (``uses`` holds ``local_size``) is a
     candidate only when ``local_size`` is given; one that refuses the call's
-    shape (a node size that does not divide ``world_size``) is left out.
+    shape (a node size that does not divide ``world_size``) is left out; a
+    load/store algorithm (``heap_only``) only for tensors in symmetric memory
+    (``heap``).
     """
     c = canonical(collective)
     out = {}
     for name in candidates or algorithms(c):
         if "local_size" in uses(c, name) and not local_size:
+            continue
+        if entry(c, name).heap_only and not heap and not candidates:
             continue
         try:
             s = schedule_for(c, name, world_size, nbytes, itemsize, local_size=local_size)

@@ -124,6 +124,12 @@ def _ar_ring(m, p, n, s, **_):
     return (p - 1) * (m.time(1, c, c) + m.time(1, c))
 
 
+@formula("all_reduce", "one_shot")
+def _ar_one_shot(m, p, n, s, **_):
+    """One round in which every rank sends and reduces ``p-1`` whole vectors."""
+    return (p - 1) * m.time(1, n * s, n * s)
+
+
 @formula("all_reduce", "recursive_doubling")
 def _ar_rd(m, p, n, s, **_):
     _, k, e, _ = _fold(p)

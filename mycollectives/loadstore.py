@@ -1,0 +1,107 @@
+"""Running a schedule on symmetric memory: every transfer is a read by its destination.
+
+The message-passing executor (``executor.py``) copies each message out of the
+sender and into the receiver. On symmetric memory (:mod:`mycollectives.symmetric`)
+the receiver reads the sender's buffer where it lies, and reduces or copies it
+straight into its own: the schedule is the same, the copies are fewer.
+
+A round keeps its meaning (every transfer reads the state at the start of
+the round, writes land at its end) with barriers on the signal pads: one
+before each round, so that every rank's writes of the previous round are in
+place before anyone reads; and one at the end, so that no rank changes its
+buffer while a peer still reads it. A write that lands on a region some other
+rank reads in the same round (the one-shot all-reduce adds into the very
+vector its peers read) goes to private staging first and is applied after
+one more barrier; everything else is applied as it is read.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import torch
+
+from .errors import CollectiveTimeout, PeerError
+from .executor import settle
+from .schedule import Schedule
+from .transport.base import TransportPeerError, TransportTimeout
+
+Item = tuple[int, int, int, int, int, int, bool, bool]  # src, sbuf, soff, dbuf, doff, count, reduce, late
+
+
+@functools.lru_cache(maxsize=1024)
+def reads(schedule: Schedule, me: int) -> tuple[tuple[tuple[Item, ...], bool], ...]:
+    """Per round, what ``me`` reads and where it goes, and whether any rank has
+    late writes in it (then every rank takes the extra barrier). ``late`` marks
+    a write onto a region some rank reads in the same round (a peer, or ``me``
+    for a copy of its own), applied only once every rank has read."""
+    out = []
+    for rnd in schedule.rounds:
+        read_from = {}  # rank -> regions of it read this round
+        for s, b, o, c in zip(rnd.src.tolist(), rnd.sbuf.tolist(), rnd.soff.tolist(), rnd.count.tolist()):
+            read_from.setdefault(s, []).append((b, o, c))
+        items, any_late = [], False
+        for src, dst, sbuf, soff, dbuf, doff, count, red in rnd.transfers():
+            late = any(b == dbuf and doff < o + c and o < doff + count for b, o, c in read_from.get(dst, ()))
+            any_late |= late
+            if dst == me:
+                items.append((src, sbuf, soff, dbuf, doff, count, bool(red), late))
+        out.append((tuple(items), any_late))
+    return tuple(out)
+
+
+def execute(
+    schedule: Schedule,
+    handle,
+    offsets: dict[int, int],
+    dtype: torch.dtype,
+    combine: Callable[[torch.Tensor, torch.Tensor], None] | None,
+    timeout: float | None = None,
+    label: str | None = None,
+    ready: bool = False,
+) -> None:
+    """Run ``handle.rank``'s part of ``schedule`` on symmetric memory; each
+    buffer lies at byte ``offsets[buffer]`` of every rank's block. ``ready``:
+    a barrier since every rank's buffers were last written has already passed
+    (the argument check's, for a call whose tensors are used as given), so the
+    first round needs none of its own."""
+    me, item = handle.rank, torch.empty(0, dtype=dtype).element_size()
+    name = label or schedule.collective
+
+    def region(rank: int, buf: int, off: int, count: int) -> torch.Tensor:
+        start = offsets[buf] + off * item
+        return handle.segment(rank)[start : start + count * item].view(dtype)
+
+    def apply(into: torch.Tensor, data: torch.Tensor, red: bool) -> None:
+        if red:
+            combine(into, data)
+        else:
+            into.copy_(data)
+
+    def sync(where: str) -> None:
+        try:
+            handle.barrier(0, timeout)
+        except TransportTimeout as e:
+            raise CollectiveTimeout(
+                f"{name} ({schedule.algorithm}) on rank {me}: {where}: rank {e.peer} did not arrive"
+            ) from e
+        except TransportPeerError as e:
+            raise PeerError(f"{name} ({schedule.algorithm}) on rank {me}: {where}: {e}") from e
+
+    if not ready:
+        sync("before round 0")
+    for k, (items, any_late) in enumerate(reads(schedule, me)):
+        if k:
+            sync(f"before round {k} of {len(schedule.rounds)}")
+        staged = []
+        for src, sbuf, soff, dbuf, doff, count, red, late in items:
+            data = region(src, sbuf, soff, count)
+            if late:
+                staged.append((src, data.clone(), [(dbuf, doff, count, red)]))
+            else:
+                apply(region(me, dbuf, doff, count), data, red)
+        if any_late:  # every rank, so that all take the same barriers
+            sync(f"round {k}, before its late writes")
+            settle(staged, me, lambda b, o, c: region(me, b, o, c), combine)
+    sync("after the last round")
