@@ -108,7 +108,7 @@ def check_pat_messages(
     want_messages, want_largest = pat_messages(world_size, block_bytes, slot_bytes)
     assert largest == want_largest, (
         f"{what}: the largest message is {want_largest} bytes, not {largest}; a message holds the largest "
-        "power of two of blocks with two of them per doubling still fitting a slot, and no more than p // 2"
+        "power of two of blocks that fits a slot (at least one, and no more than the distance-1 step sends)"
     )
     assert messages == want_messages, (
         f"{what}: each rank sends {want_messages} messages, not {messages}; count each distance's blocks "
@@ -126,7 +126,7 @@ def network_bytes(collective: str, algorithm: str, world_size: int, local_size: 
 def check_network_bytes(
     answer: float | None, collective: str, algorithm: str, world_size: int, local_size: int, nbytes: int
 ) -> None:
-    """Chapters 4: the bytes the busiest rank sends over the network (to ranks on other nodes)."""
+    """Chapter 4: the bytes the busiest rank sends over the network (to ranks on other nodes)."""
     what = (
         f"{canonical(collective)}/{algorithm}, {world_size // local_size} nodes of {local_size}, "
         f"{nbytes} bytes: bytes the busiest rank sends to other nodes"
