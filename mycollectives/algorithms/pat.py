@@ -2,7 +2,7 @@
 
 Jeaugey (2025, ``jeaugey2025pat``), in NCCL since 2.23 (the schedule classes
 ``PatAGAlgorithm`` and ``PatRSAlgorithm`` of ``src/include/collectives.h``,
-``nccl_pat_schedule``). Chapter 3, "PAT: Bruck's steps reversed".
+``nccl_pat_schedule``). Chapter 3, "PAT: Bruck reversed, for many nodes".
 
 **The all-gather, in words.** Think of the ``p`` ranks on a circle. Block
 ``q`` (rank ``q``'s input) spreads along a binomial tree rooted at ``q``
@@ -27,17 +27,18 @@ PAT's big steps stay on the cheap links.
 **Aggregation.** A step of distance ``2^d`` is a message of up to ``p/2``
 blocks. NCCL sends messages through fixed buffer slots (512 KiB by
 default), so it packs at most ``A`` blocks into one message, ``A`` the
-largest power of two with ``A * block <= slot`` (its ``aggFactor`` /
-``postFreq``): small blocks give ``ceil(log2 p)`` messages, the Bruck
+largest power of two with ``A * block <= slot``, at least 1 and no more
+than the step of distance 1 needs (its ``aggFactor`` / ``postFreq``): small blocks give ``ceil(log2 p)`` messages, the Bruck
 count; blocks larger than half a slot give one block per message, ``p-1``
 messages, the ring's count. Here the slot is the schedule's ``segment``.
 NCCL also reorders the single-block steps depth-first so that a forwarded
 block leaves from the slot it arrived in (its "logarithmic buffers"); in
-rounds, where every step has finished before the next starts, the order
-within a distance changes nothing, so the schedule keeps PAT's far-to-near
-order and NCCL's message count and sizes.
+rounds, where every step has finished before the next starts, that order
+changes neither what is sent nor its cost, so the schedule keeps PAT's
+far-to-near order and NCCL's message count and sizes.
 
-**The reduce-scatter** is the all-gather run backwards (:func:`mirror`):
+**The reduce-scatter** is the all-gather run backwards
+(:func:`~mycollectives.schedule.mirror`):
 near to far, rank ``r`` sends to ``r + 2^d`` the partial sums of the blocks
 at offsets ``u`` with lowest set bit ``2^d``, each its own input plus what
 arrived for that block on the shorter distances before. NCCL's
@@ -79,7 +80,7 @@ def offsets_at(p: int, d: int) -> np.ndarray:
 
 def pat_all_gather(p: int, n: int, per_message: int) -> list[Round]:
     """Far to near: for ``d = D-1 .. 0`` every rank ``r`` sends to ``r - 2^d``
-    its blocks at offsets :func:`offsets_at` ``(p, d)``, ``per_message`` at a time.
+    its blocks at offsets ``offsets_at(p, d)``, ``per_message`` at a time.
 
     Block ``q`` lives at ``q * n`` in every rank's buffer (blocks of ``n``
     elements); one round is one message per rank.
