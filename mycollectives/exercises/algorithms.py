@@ -101,7 +101,7 @@ def check_pat_messages(
     answer: Sequence[int] | None, world_size: int, block_bytes: int, slot_bytes: int = DEFAULT_SEGMENT_BYTES
 ) -> None:
     """Chapter 3: ``answer = (messages per rank, bytes of the largest message)`` of PAT's all-gather."""
-    what = f"PAT all-gather on {world_size} ranks, blocks of {block_bytes} bytes, slots of {slot_bytes}"
+    what = f"PAT all-gather, {world_size} ranks, {block_bytes} B blocks, {slot_bytes} B slots"
     assert answer is not None, f"replace None with your answer (messages, bytes): {what}"
     assert len(answer) == 2, f"{what}: give a pair (messages, bytes of the largest), got {answer!r}"
     messages, largest = answer
@@ -114,7 +114,7 @@ def check_pat_messages(
         f"{what}: each rank sends {want_messages} messages, not {messages}; count each distance's blocks "
         "(offsets 0, 2^(d+1), ... below p - 2^d) and divide by the blocks per message, rounding up"
     )
-    print(f"Correct: {what}: {messages} messages per rank, the largest {largest} bytes")
+    print(f"Correct: {what}: {messages} messages, the largest {largest} B")
 
 
 def network_bytes(collective: str, algorithm: str, world_size: int, local_size: int, nbytes: int) -> int:
@@ -129,7 +129,7 @@ def check_network_bytes(
     """Chapter 4: the bytes the busiest rank sends over the network (to ranks on other nodes)."""
     what = (
         f"{canonical(collective)}/{algorithm}, {world_size // local_size} nodes of {local_size}, "
-        f"{nbytes} bytes: bytes the busiest rank sends to other nodes"
+        f"size {nbytes}: bytes across nodes"
     )
     assert answer is not None, f"replace None with your answer: {what}"
     want = network_bytes(collective, algorithm, world_size, local_size, nbytes)
