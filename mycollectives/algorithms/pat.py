@@ -30,7 +30,9 @@ default), so it packs at most ``A`` blocks into one message, ``A`` the
 largest power of two with ``A * block <= slot``, at least 1 and no more
 than the step of distance 1 needs (its ``aggFactor`` / ``postFreq``): small blocks give ``ceil(log2 p)`` messages, the Bruck
 count; blocks larger than half a slot give one block per message, ``p-1``
-messages, the ring's count. Here the slot is the schedule's ``segment``.
+messages, the ring's count. Here the slot is the schedule's ``segment``,
+and the schedule is one channel: NCCL first cuts every block across its
+channels, so it counts blocks per message with each channel's share.
 NCCL also reorders the single-block steps depth-first so that a forwarded
 block leaves from the slot it arrived in (its "logarithmic buffers"); in
 rounds, where every step has finished before the next starts, that order
