@@ -27,7 +27,7 @@ def messages(schedule, rank: int = 0) -> list[tuple[int, list[int]]]:
 
 
 def test_all_gather_messages_are_those_of_nccls_schedule_class():
-    """PatAGAlgorithm's output for 16 ranks, rank 0 (NCCL 2.30.7's src/include/collectives.h, run on the host):
+    """PatAGAlgorithm's output for 16 ranks, rank 0 (NCCL 2.30.7, src/include/collectives.h):
     fully aggregated one message per distance, far to near; two blocks per message: 8 messages."""
     n = 10
     full = messages(build(Spec("all_gather", 16, count=n, segment=100 * n), "pat"))
