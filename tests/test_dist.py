@@ -133,11 +133,14 @@ def test_a_rank_killed_mid_collective_makes_the_others_raise():
 def test_the_batched_nccl_code_path_on_gloo():
     p = 4
     cases = [
-        Case(api, alg, p, n, "float32", "SUM" if api in REDUCING else None, 1 if api in ROOTED else 0, seed=n)
+        Case(api, alg, p, n, "float32", "SUM" if api in REDUCING else None, 1 if api in ROOTED else 0, seed=n,
+             options=options(api, alg, p))
         for api, alg in [
             ("all_reduce", "ring"), ("all_reduce", "recursive_doubling"), ("broadcast", "binomial"),
             ("all_gather_into_tensor", "bruck"), ("reduce_scatter_tensor", "pairwise"),
             ("all_to_all_single", "bruck"), ("gather", "binomial"), ("reduce", "rabenseifner"),
+            ("all_gather_into_tensor", "pat"), ("reduce_scatter_tensor", "pat"),
+            ("all_gather_into_tensor", "hierarchical"), ("reduce_scatter_tensor", "hierarchical"),
         ]
         for n in (0, 5, 1000)
     ]  # fmt: skip

@@ -10,7 +10,15 @@ import torch
 import mycollectives as mc
 from mycollectives.cost import Machine
 from mycollectives.exercises import ExerciseFailure, check_collective
-from mycollectives.exercises.algorithms import busiest_sender, check_crossover, check_rounds_and_bytes
+from mycollectives.exercises.algorithms import (
+    busiest_sender,
+    check_crossover,
+    check_network_bytes,
+    check_pat_messages,
+    check_rounds_and_bytes,
+    network_bytes,
+    pat_messages,
+)
 from mycollectives.schedule import ceil_log2
 
 pytestmark = pytest.mark.timeout(120)
@@ -55,6 +63,39 @@ def test_crossover_right_and_wrong(capsys):
         check_crossover(None, "all_reduce", "recursive_doubling", "rabenseifner", p, MACHINE)
     with pytest.raises(AssertionError, match="never overtakes"):
         check_crossover(1e6, "all_reduce", "rabenseifner", "ring", p, MACHINE)
+
+
+def test_pat_messages_counts_the_schedule(capsys):
+    """12 ranks, 96 KiB blocks, 512 KiB slots: four blocks a message; distances 8, 4, 2, 1
+    carry 1, 1, 3 and 6 blocks, so 1 + 1 + 1 + 2 messages."""
+    assert pat_messages(12, 96 << 10, 512 << 10) == (5, 4 * (96 << 10))
+    assert pat_messages(16, 4) == (4, 8 * 4)  # tiny blocks: Bruck's count, half the blocks last
+    assert pat_messages(16, 1 << 20) == (15, 1 << 20)  # a block per message: the ring's count
+    check_pat_messages((5, 393216), 12, 96 << 10, 512 << 10)
+    assert "Correct" in capsys.readouterr().out
+
+
+def test_pat_messages_wrong():
+    with pytest.raises(AssertionError, match="replace None"):
+        check_pat_messages(None, 12, 96 << 10, 512 << 10)
+    with pytest.raises(AssertionError, match="largest message is 393216 bytes, not 524288"):
+        check_pat_messages((4, 512 << 10), 12, 96 << 10, 512 << 10)  # filled the slot: 5.3 blocks
+    with pytest.raises(AssertionError, match="sends 5 messages, not 4"):
+        check_pat_messages((4, 393216), 12, 96 << 10, 512 << 10)  # ceil(11 / 4), ignoring distances
+    with pytest.raises(AssertionError, match="give a pair"):
+        check_pat_messages((5,), 12, 96 << 10, 512 << 10)
+
+
+def test_network_bytes_right_and_wrong(capsys):
+    gib, block = 1 << 30, (1 << 30) // 32
+    assert network_bytes("reduce_scatter", "hierarchical", 32, 8, gib) == 3 * block
+    assert network_bytes("reduce_scatter", "ring", 32, 8, gib) == 31 * block
+    check_network_bytes(3 * block, "reduce_scatter", "hierarchical", 32, 8, gib)
+    assert "Correct" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="100663296 bytes .0.0938 of the size., not 1040187392"):
+        check_network_bytes(31 * block, "reduce_scatter", "hierarchical", 32, 8, gib)
+    with pytest.raises(AssertionError, match="replace None"):
+        check_network_bytes(None, "all_gather", "hierarchical", 32, 8, gib)
 
 
 # --- implement: right answers --------------------------------------------------

@@ -35,6 +35,8 @@ def test_round_counts_match_the_textbook(p):
     rounds = {
         ("all_reduce", "ring"): 2 * (p - 1),
         ("all_gather", "bruck"): lg,
+        ("all_gather", "pat"): lg,  # small blocks: one message per distance
+        ("reduce_scatter", "pat"): lg,
         ("all_gather", "ring"): p - 1,
         ("broadcast", "binomial"): lg,
         ("barrier", "dissemination"): lg,

@@ -18,6 +18,7 @@ from . import (  # noqa: E402,F401,I001
     barrier,
     broadcast,
     hierarchical,
+    pat,
     reduce,
     reduce_scatter,
     scatter_gather,

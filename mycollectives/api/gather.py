@@ -27,7 +27,9 @@ def all_gather_into_tensor(
     """Gather every rank's ``input`` into ``output``, concatenated in rank order.
 
     ``output`` has ``world_size`` times the elements of ``input`` (any shape,
-    for example ``[p * n]`` or ``[p, n]``). Example on 2 ranks::
+    for example ``[p * n]`` or ``[p, n]``). Algorithms: ``mc.algorithms("all_gather")``;
+    options ``timeout``, ``check``, ``segment_bytes`` (PAT's buffer slot),
+    ``local_size`` (hierarchical). Example on 2 ranks::
 
         input  tensor([1, 2])  # Rank 0    output tensor([1, 2, 3, 4])  # Rank 0, after
         input  tensor([3, 4])  # Rank 1    output tensor([1, 2, 3, 4])  # Rank 1, after

@@ -33,7 +33,9 @@ def reduce_scatter_tensor(
     """Reduce ``input`` across ranks; rank ``i`` gets the ``i``-th block in ``output``.
 
     ``input`` has ``world_size`` times the elements of ``output`` and is not
-    modified. Example on 2 ranks, SUM::
+    modified. Algorithms: ``mc.algorithms("reduce_scatter")``; options
+    ``timeout``, ``check``, ``segment_bytes`` (PAT's buffer slot),
+    ``local_size`` (hierarchical). Example on 2 ranks, SUM::
 
         input tensor([1, 2, 3, 4])  # Rank 0    output tensor([11, 22])  # Rank 0, after
         input tensor([10, 20, 30, 40])  # Rank 1    output tensor([33, 44])  # Rank 1, after

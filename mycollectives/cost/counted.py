@@ -83,19 +83,28 @@ def counted_cost(schedule: Schedule, machine: Machine, itemsize: int = 4) -> flo
     return float(round_times(schedule, machine, itemsize).sum())
 
 
-def traffic(schedule: Schedule, itemsize: int = 4) -> tuple[np.ndarray, np.ndarray]:
+def traffic(
+    schedule: Schedule, itemsize: int = 4, local_size: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Bytes each rank sends and receives over the whole schedule (local
     copies excluded): what chapter 2 compares with the collective's bound.
+
+    With ``local_size`` (ranks ``i*L .. i*L+L-1`` share node ``i``) only the
+    transfers between two nodes count: what crosses the network (chapter 4).
 
     >>> from mycollectives.algorithms import schedule_for
     >>> sent, received = traffic(schedule_for("all_reduce", "ring", 4, 1 << 20))
     >>> sent.tolist() == received.tolist() == [1.5 * (1 << 20)] * 4  # 2(p-1)/p of the vector
     True
+    >>> traffic(schedule_for("all_reduce", "ring", 4, 1 << 20), local_size=2)[0].tolist()  # ranks 1 and 3
+    [0.0, 1572864.0, 0.0, 1572864.0]
     """
     p = schedule.world_size
     sent, received = np.zeros(p), np.zeros(p)
     for rnd in schedule.rounds:
         remote = rnd.src != rnd.dst
+        if local_size:
+            remote &= rnd.src // local_size != rnd.dst // local_size
         nbytes = rnd.count[remote] * itemsize
         np.add.at(sent, rnd.src[remote], nbytes)
         np.add.at(received, rnd.dst[remote], nbytes)

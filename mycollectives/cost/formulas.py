@@ -191,6 +191,46 @@ def _ag_bruck(m, p, n, s, **_):
     return ceil_log2(p) * m.alpha + _binomial_blocks(p) * n * s * m.beta
 
 
+def _pat_messages(p: int, n: int, segment) -> int:
+    """PAT's messages per rank: each distance's blocks, ``A`` to a message."""
+    from ..algorithms.pat import aggregation, offsets_at
+    from ..algorithms.registry import DEFAULT_SEGMENT_BYTES
+
+    a = aggregation(p, n, segment or DEFAULT_SEGMENT_BYTES // 4)
+    return sum(_cdiv(len(offsets_at(p, d)), a) for d in range(ceil_log2(p)))
+
+
+@formula("all_gather", "pat")
+def _ag_pat(m, p, n, s, segment=None, **_):
+    """``M alpha + (p-1) b beta``: Bruck's cost when every distance fits one message
+    (``M = ceil(log2 p)``), the ring's when a message holds one block (``M = p-1``)."""
+    return _pat_messages(p, n, segment) * m.alpha + (p - 1) * n * s * m.beta
+
+
+@formula("reduce_scatter", "pat")
+def _rs_pat(m, p, n, s, segment=None, **_):
+    return _pat_messages(p, n, segment) * m.alpha + (p - 1) * n * s * (m.beta + m.gamma)
+
+
+def _two_level(m, p, n, s, local_size, reduce: bool):
+    """Inside the node ``L-1`` steps of a bundle of ``p/L`` blocks, then ``p/L - 1`` of one block."""
+    local = local_size or p
+    nodes = p // local
+    b = n * s
+    red = 1.0 if reduce else 0.0
+    return (local - 1) * m.time(1, nodes * b, red * nodes * b) + (nodes - 1) * m.time(1, b, red * b)
+
+
+@formula("all_gather", "hierarchical")
+def _ag_hierarchical(m, p, n, s, local_size=None, **_):
+    return _two_level(m, p, n, s, local_size, reduce=False)
+
+
+@formula("reduce_scatter", "hierarchical")
+def _rs_hierarchical(m, p, n, s, local_size=None, **_):
+    return _two_level(m, p, n, s, local_size, reduce=True)
+
+
 @formula("reduce_scatter", "ring")
 @formula("reduce_scatter", "pairwise")
 @formula("reduce_scatter", "direct")

@@ -13,7 +13,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ..algorithms import canonical, schedule_for
+import numpy as np
+
+from ..algorithms import DEFAULT_SEGMENT_BYTES, canonical, schedule_for
 from ..cost import Machine, crossover_size, traffic
 
 
@@ -77,4 +79,73 @@ def check_crossover(
     print(f"Correct: {what} at {float(answer):,.0f} bytes (the model's bisection: {want:,})")
 
 
-__all__ = ["busiest_sender", "check_crossover", "check_rounds_and_bytes"]
+def pat_messages(
+    world_size: int, block_bytes: int, slot_bytes: int = DEFAULT_SEGMENT_BYTES
+) -> tuple[int, int]:
+    """Messages each rank sends in PAT's all-gather, and the bytes of the largest (float32).
+
+    ``block_bytes`` is one rank's block; ``slot_bytes`` NCCL's buffer slot
+    (the schedule's segment). Counted from the schedule. Chapter 3, "PAT".
+    """
+    s = schedule_for("all_gather", "pat", world_size, world_size * block_bytes, segment_bytes=slot_bytes)
+    p, messages, largest = world_size, np.zeros(world_size, np.int64), 0
+    for r in s.rounds:
+        pair = r.src * p + r.dst
+        sizes = np.bincount(pair, weights=r.count * 4, minlength=p * p)  # bytes per (src, dst)
+        messages += np.count_nonzero(sizes.reshape(p, p), axis=1)
+        largest = max(largest, int(sizes.max()))
+    return int(messages.max()), largest
+
+
+def check_pat_messages(
+    answer: Sequence[int] | None, world_size: int, block_bytes: int, slot_bytes: int = DEFAULT_SEGMENT_BYTES
+) -> None:
+    """Chapter 3: ``answer = (messages per rank, bytes of the largest message)`` of PAT's all-gather."""
+    what = f"PAT all-gather, {world_size} ranks, {block_bytes} B blocks, {slot_bytes} B slots"
+    assert answer is not None, f"replace None with your answer (messages, bytes): {what}"
+    assert len(answer) == 2, f"{what}: give a pair (messages, bytes of the largest), got {answer!r}"
+    messages, largest = answer
+    want_messages, want_largest = pat_messages(world_size, block_bytes, slot_bytes)
+    assert largest == want_largest, (
+        f"{what}: the largest message is {want_largest} bytes, not {largest}; a message holds the largest "
+        "power of two of blocks that fits a slot (at least one, and no more than the distance-1 step sends)"
+    )
+    assert messages == want_messages, (
+        f"{what}: each rank sends {want_messages} messages, not {messages}; count each distance's blocks "
+        "(offsets 0, 2^(d+1), ... below p - 2^d) and divide by the blocks per message, rounding up"
+    )
+    print(f"Correct: {what}: {messages} messages, the largest {largest} B")
+
+
+def network_bytes(collective: str, algorithm: str, world_size: int, local_size: int, nbytes: int) -> int:
+    """Bytes the busiest rank sends to other nodes of ``local_size`` ranks (float32), from the schedule."""
+    s = schedule_for(collective, algorithm, world_size, nbytes, local_size=local_size)
+    return int(traffic(s, local_size=local_size)[0].max())
+
+
+def check_network_bytes(
+    answer: float | None, collective: str, algorithm: str, world_size: int, local_size: int, nbytes: int
+) -> None:
+    """Chapter 4: the bytes the busiest rank sends over the network (to ranks on other nodes)."""
+    what = (
+        f"{canonical(collective)}/{algorithm}, {world_size // local_size} nodes of {local_size}, "
+        f"size {nbytes}: bytes across nodes"
+    )
+    assert answer is not None, f"replace None with your answer: {what}"
+    want = network_bytes(collective, algorithm, world_size, local_size, nbytes)
+    assert math.isclose(float(answer), want, rel_tol=1e-9), (
+        f"{what}: {want} bytes ({want / nbytes:.4f} of the size), not {float(answer):.0f}; "
+        "count only the transfers whose two ranks are on different nodes"
+    )
+    print(f"Correct: {what} = {want}")
+
+
+__all__ = [
+    "busiest_sender",
+    "check_crossover",
+    "check_network_bytes",
+    "check_pat_messages",
+    "check_rounds_and_bytes",
+    "network_bytes",
+    "pat_messages",
+]
