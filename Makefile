@@ -1,6 +1,7 @@
 # make book      : build the rendered book into _build/html
 # make test      : ruff, the book, then every test (package, multi-process gloo,
 #                  nbval on every notebook, every page in headless Chromium)
+# make lab       : the book as live notebooks in JupyterLab (jupytext, ipywidgets)
 # make test-fast : ruff and the package's tests, multi-process ones included:
 #                  no book, no browser (a few minutes)
 # Each target creates .venv and installs what it needs on first use.
@@ -8,24 +9,34 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# pip, quiet: no progress, no setuptools banner about editable installs
+PIP := PYTHONWARNINGS=ignore $(PY) -m pip
 # The CPU wheel of torch 2.13.0 that this project's machines keep on disk;
 # elsewhere pip fetches it (or, failing that, any torch the platform offers).
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: test test-fast book lint format clean
+.PHONY: test test-fast book lab lint format clean
 
 $(VENV)/.base:
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "$(TORCH_SPEC)" || $(PY) -m pip install -q torch
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q "$(TORCH_SPEC)" || $(PIP) install -q torch
 	touch $@
 
 $(VENV)/.test: $(VENV)/.base pyproject.toml
-	$(PY) -m pip install -q -e ".[test]"
+	$(PIP) install -q -e ".[test]"
 	touch $@
 
 $(VENV)/.book: $(VENV)/.base pyproject.toml
-	$(PY) -m pip install -q -e ".[book]"
+	$(PIP) install -q -e ".[book]"
+	touch $@
+
+# JupyterLab opens every .md page of the book as a notebook (jupytext's
+# default viewer, set in the venv's lab settings) on the venv's Python.
+$(VENV)/.lab: $(VENV)/.base pyproject.toml tools/lab_settings.json
+	$(PIP) install -q -e ".[lab]"
+	mkdir -p $(VENV)/share/jupyter/lab/settings
+	cp tools/lab_settings.json $(VENV)/share/jupyter/lab/settings/overrides.json
 	touch $@
 
 lint: $(VENV)/.test
@@ -39,7 +50,7 @@ format: $(VENV)/.test
 # The notebook and browser tests need the book's dependencies and the built
 # book (tests/test_browser.py opens every page of _build/html), so `test`
 # builds it first; a warm build re-executes nothing.
-test: lint book
+test: lint book $(VENV)/.lab
 	$(PY) -m pytest -q -ra tests
 
 test-fast: lint
@@ -59,8 +70,12 @@ $(MATHJAX):
 # Strict: warnings are errors, references nitpicky. Notebooks execute once and
 # are cached (_build/.jupyter_cache): a warm rebuild re-executes nothing.
 book: $(VENV)/.book $(MATHJAX)
-	$(VENV)/bin/jupyter-book build . --warningiserror --nitpick --keep-going
+	$(VENV)/bin/jupyter-book build . -q --warningiserror --nitpick --keep-going
 	@echo "Open $(CURDIR)/_build/html/index.html in a browser."
+
+# The book as live notebooks: double-click a chapter or lab to run it.
+lab: $(VENV)/.lab
+	$(VENV)/bin/jupyter lab --notebook-dir=$(CURDIR) intro.md
 
 clean:
 	rm -rf _build .pytest_cache .hypothesis

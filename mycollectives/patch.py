@@ -1,4 +1,4 @@
-"""Putting the package under an existing program: :func:`patch_torch_distributed`.
+"""Putting the package under an existing program: :func:`~mycollectives.patch.patch_torch_distributed`.
 
 The collectives keep torch.distributed's names, argument order and
 semantics, so a training program written for ``torch.distributed`` can run
@@ -8,7 +8,7 @@ program, undo. Code that calls ``dist.all_reduce(...)`` (or
 package; a name bound before it (``from torch.distributed import
 all_reduce``) keeps torch's. The package itself never calls the public
 collectives it replaces (its transports use the process group's own
-point-to-point calls), so a patched program cannot recurse into it.
+point-to-point calls), so a patched program cannot recurse into it::
 
     undo = mc.patch_torch_distributed(algorithm="ring")
     try:
