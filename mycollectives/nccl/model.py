@@ -205,7 +205,13 @@ def latency_us(s: System, func: str, algorithm: str, protocol: str, nbytes: int)
     across nodes once every rank's share per channel reaches 64 bytes (tuning.cc 647-650)."""
     lat = latency(s, func, algorithm, protocol)
     per_rank = nbytes // (s.runtime_channels * s.ranks)
-    if algorithm == "Ring" and protocol == "Simple" and s.nodes > 1 and func == "all_reduce" and per_rank >= 64:
+    if (
+        algorithm == "Ring"
+        and protocol == "Simple"
+        and s.nodes > 1
+        and func == "all_reduce"
+        and per_rank >= 64
+    ):
         lat *= K.RING_PLATEAU if s.arch != "volta" else 1.9
     return lat
 

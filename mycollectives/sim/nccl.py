@@ -223,7 +223,7 @@ def simulate_nccl(
         nbytes=int(nbytes),
         world_size=p,
         topology=topology,
-        time_s=latency + bandwidth_time,
+        time_s=float(latency + bandwidth_time),
         bus_factor=busbw_factor(c, p),
         round_start=np.array([latency]),
         round_time=np.array([bandwidth_time]),
@@ -232,6 +232,6 @@ def simulate_nccl(
         link_bytes=(hop + switch) * nbytes,
         round_link_bytes=((hop + switch) * nbytes)[None, :].astype(np.float32) if keep else None,
         latency_s=latency,
-        bound_busbw=bound,
+        bound_busbw=float(bound),
         channels=s.runtime_channels,
     )
