@@ -64,16 +64,21 @@ def _shape(topo: Topology, world_size: int | None) -> tuple[int, int]:
 
 
 def hardware(topo: Topology) -> Hardware:
-    """The numbers NCCL's search reads off a preset (``nccl_topo`` units, GB/s)."""
+    """The numbers NCCL's search reads off a preset (``nccl_topo`` units, GB/s).
+
+    On a multi-host NVLink domain (an NVL72 rack) NCCL fuses the topologies of
+    all its hosts before searching (``src/graph/topo.cc`` 1886-1925), so the
+    search sees the whole domain: all its GPUs and NICs.
+    """
     if topo.node is None:
         raise ValueError(f"{topo.name} is not built from a node preset; NCCL's model needs cluster(...)")
     spec, nic = topo.node, topo.nic
     pcie = PCIE_RAW[min(spec.pcie, nic.pcie) if nic else spec.pcie] * PCIE_USABLE_FRACTION / 1e9
     return Hardware(
         arch=spec.arch,
-        gpus_per_host=topo.gpus_per_host,
+        gpus_per_host=topo.gpus_per_node,
         nvlink_gbs=spec.nvlinks * spec.nvlink_usable / 1e9,
-        nics_per_host=max(1, topo.nics_per_node * topo.gpus_per_host // topo.gpus_per_node),
+        nics_per_host=max(1, topo.nics_per_node),
         nic_gbs=nic.raw / 1e9 if nic else 0.0,
         pcie_gbs=pcie,
         nvls=topo.in_switch_reduction > 0,
@@ -106,7 +111,7 @@ def traffic(collective: str, algorithm: str, topo: Topology, world_size: int | N
     s = search_system(hardware(topo), p, nodes, collnet=topo.sharp)
     nic_gpus = gpn // topo.nics_per_node if topo.nics_per_node else 1
     nch = s.runtime_channels
-    heads = min(K.MAX_NVLS_ARITY, topo.gpus_per_host, local)
+    heads = min(K.MAX_NVLS_ARITY, local)  # NVLS heads: one per GPU, at most 32 (search.cc 1126-1127)
     if c == "all_to_all" and a == P2P:
         return ch.all_to_all(nodes, local, gpn)
     if a == "Ring" and c in model.FUNCS:
