@@ -211,7 +211,7 @@ def collnet(nodes: int, local: int, gpn: int, channels: int, nic_gpus: int, dire
 def pat(p: int, kind: str = "all_gather") -> Traffic:
     """PAT with one rank per node, fully aggregated: in round ``d`` rank ``r`` sends to
     ``r - 2^d`` (all-gather; ``r + 2^d`` for reduce-scatter) the blocks it holds at offsets
-    0, 2^(d+1), ... below ``p - 2^d`` (``nccl_pat_schedule``); ``p - 1`` blocks in all."""
+    0, 2^(d+1), ... below ``p - 2^d`` (``jeaugey2025pat``); ``p - 1`` blocks in all."""
     r = np.arange(p)
     hops = []
     d = 1
