@@ -120,3 +120,10 @@ def test_bad_calls_say_what_is_wrong():
         from mycollectives.topology import pcie_box
 
         simulate_nccl("all_reduce", "Ring", GIB, pcie_box())
+
+
+def test_thousands_of_nodes_simulate():
+    """4096 DGX H100s (32,768 ranks); the timing lives in benchmarks/sim_scale.py."""
+    topo = cluster("dgx_h100", 4096)
+    r = simulate_nccl("all_reduce", "NVLSTree", GIB, topo)
+    assert r.world_size == 32768 and 300 < r.busbw < 380
