@@ -78,6 +78,7 @@ NVLS_EFFICIENCY = {"volta": 0.0, "ampere": 0.0, "hopper": 0.85, "blackwell": 0.7
 # tuning.cc 327-337: the protocols' bandwidth factors in the model.
 RING_LL_FACTOR = 0.5  # min(llMaxBw, 0.5 busBw), since 2.21
 RING_LL_FACTOR_2_19 = {"multi-node, all-reduce or reduce": 1 / 4, "otherwise": 1 / 3}  # 2.19.3 tuning.cc 180
+LL_MAX_BW_2_19 = {"hopper": (87.7, 22.5, 19.0)}  # 2.19.3 tuning.cc 89 (nccl_tuning_219)
 LL128_FACTOR = 0.92  # "120.0/128.0" in the comment beside it
 TREE_FACTOR = 0.92  # Tree all-reduce, every protocol
 TREE_LL_FACTOR = 1 / 3.8
