@@ -35,7 +35,7 @@ class Link:
 
     @property
     def alpha(self) -> float:
-        """Seconds of latency of one message sent as a call of its own: ``base + step``."""
+        """The latency of one message sent as a call of its own, ``base + step`` seconds."""
         return self.base + self.step
 
     @property

@@ -4,14 +4,14 @@ Every table below is copied from ``src/graph/tuning.cc`` of NCCL at tag
 ``v2.30.7-1`` (``nccl_tuning``), or from the file named beside it, with the
 line numbers it sits at there. Units are NCCL's: microseconds for latencies,
 GB/s (1e9 bytes per second) for bandwidths. Tables are indexed by
-``[algorithm][protocol]`` in NCCL's order (:data:`ALGORITHMS`,
-:data:`PROTOCOLS`); ``HW_LATENCY`` first by the class of link a step crosses
-(:data:`HW`: NVLink, PCIe, network).
+``[algorithm][protocol]`` in NCCL's order (``ALGORITHMS``,
+``PROTOCOLS``); ``HW_LATENCY`` first by the class of link a step crosses
+(``HW``: NVLink, PCIe, network).
 
 What changed since the release the book's earlier chapters quoted (2.19,
 ``nccl_tuning_219``): the ring's LL bandwidth factor is 0.5 from 2.21 on; in
 2.19 and 2.20 it was 1/4 for multi-node runs and for all-reduce and reduce,
-1/3 otherwise (:data:`RING_LL_FACTOR_2_19`). The book follows 2.30.7.
+1/3 otherwise (``RING_LL_FACTOR_2_19``). The book follows 2.30.7.
 """
 
 from __future__ import annotations

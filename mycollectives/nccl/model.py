@@ -52,7 +52,7 @@ class Func:
 
     @property
     def gathers(self) -> bool:
-        """All-gather and reduce-scatter: only Ring converts bus to algorithm bandwidth (tuning.cc 377)."""
+        """True for all-gather and reduce-scatter, where only Ring converts bus to algorithm bandwidth (tuning.cc 377)."""
         return self.steps == "p-1"
 
 

@@ -39,7 +39,7 @@ class Hardware:
 
     @property
     def net_gbs(self) -> float:
-        """A channel's path from a GPU to its NIC: the slower of the PCIe link and the port."""
+        """GB/s of a channel's path from a GPU to its NIC, the slower of the PCIe link and the port."""
         return min(self.nic_gbs, self.pcie_gbs)
 
 

@@ -2,11 +2,11 @@
 
     python -m mycollectives.sim.expect --node dgx_h100 --nodes 4 --nics-per-node 8 --nic ndr -C all_reduce -b 8G
 
-builds the cluster (:func:`mycollectives.topology.cluster`), asks NCCL's model
+builds the cluster (:func:`~mycollectives.topology.presets.cluster`), asks NCCL's model
 which algorithm and protocol NCCL would run (:func:`mycollectives.sim.nccl.choose`;
 ``--algorithm`` and ``--protocol`` force them, as ``NCCL_ALGO`` and
 ``NCCL_PROTO`` do), simulates it channel by channel
-(:func:`mycollectives.sim.nccl.simulate_nccl`) and prints the time, algbw and
+(:func:`~mycollectives.sim.simulate_nccl`) and prints the time, algbw and
 busbw in nccl-tests' terms, and the busbw the links alone allow. Sizes and
 collective names are nccl-tests' (``8G``, ``all_reduce``, ``alltoall``). The
 last line always reads ``busbw: X GB/s``: scripts read it (a sweep with

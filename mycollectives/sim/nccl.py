@@ -7,7 +7,7 @@ Three steps, each a separate function:
 2. :func:`choose` asks that model which (algorithm, protocol) NCCL runs, as
    NCCL does, among NCCL's own algorithms only (Ring, Tree, NVLS, NVLSTree,
    CollNetDirect, CollNetChain, PAT);
-3. :func:`simulate_nccl` lays the algorithm's channels over the machine
+3. :func:`~mycollectives.sim.simulate_nccl` lays the algorithm's channels over the machine
    (:mod:`mycollectives.sim.channels`), adds up the bytes every link carries,
    and prices the collective at NCCL's latency plus the time its busiest link
    needs: ``T = latency + max over links (bytes / usable bandwidth)``.

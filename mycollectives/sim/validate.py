@@ -10,7 +10,7 @@ well the model does:
 
 * ``asserted``: nccl-tests' busbw (or a benchmark reporting nccl-tests' busbw
   formula) on InfiniBand or RoCE machines the presets describe, with a stated
-  size or a stated peak; a test holds these to the targets of :data:`TARGETS`;
+  size or a stated peak; a test holds these to the targets of ``TARGETS``;
 * ``outside``: kept in the table with the reason: networks the presets do not
   model (AWS EFA, Google's TCPX stacks), sizes not stated, low-confidence
   fragments, values the source itself calls anomalous, and the model's known
@@ -19,7 +19,7 @@ well the model does:
   compared with the links they run on in a separate table.
 
 The simulator is never tuned point by point: every point runs the same
-:func:`~mycollectives.sim.nccl.simulate_nccl`. ``python -m
+the same simulator (:func:`~mycollectives.sim.simulate_nccl`). ``python -m
 mycollectives.sim.validate`` writes ``chapters/_validation_table.md``.
 """
 
@@ -93,7 +93,7 @@ def results() -> dict[str, tuple[SimResult, float]]:
 
 
 def summary(which: str = "asserted") -> dict[str, float]:
-    """Median and worst |error| over a set, and its size."""
+    """Median and worst absolute relative error over a set, and its size."""
     errs = [abs(results()[p.id][1]) for p in points() if p.set == which and p.model is not None]
     return {"points": len(errs), "median": statistics.median(errs), "worst": max(errs)}
 

@@ -35,12 +35,12 @@ class Nic:
 
     @property
     def raw(self) -> float:
-        """Bytes/s per direction: gigabits / 8."""
+        """Bytes/s per direction, the gigabits divided by 8."""
         return self.gbits * GB / 8
 
     @property
     def usable(self) -> float:
-        """NCCL models a 100 Gb/s NIC as 12 GB/s (NET_BW, nccl_topo): 96 % of line rate."""
+        """Usable bytes/s per direction, 96 % of the line rate (NCCL models a 100 Gb/s NIC as 12 GB/s)."""
         return self.raw * IB_USABLE_FRACTION
 
 

@@ -1,7 +1,8 @@
 """Machines of chapter 4: one node, or clusters of them on a rail-optimised or fat-tree fabric.
 
 The figures come from :mod:`mycollectives.topology.nodes` (each with its
-source); this module wires them into a :class:`Topology`: inside a node every
+source); this module wires them into a
+:class:`~mycollectives.topology.graph.Topology`: inside a node every
 GPU hangs from one NVSwitch by all its NVLink links; across nodes each GPU
 reaches a NIC over PCIe, NICs plug into leaf switches, and leaves into one
 spine.
