@@ -20,17 +20,11 @@ from collections.abc import Callable, Sequence
 import torch
 
 from ..nccl.constants import BASE_LATENCY, HW_LATENCY
-from ..nccl.model import latency as _model_latency
+from ..nccl.model import latency
 from ..sim import simulate
 from ..sim.nccl import choose
 from ..sim.nccl import system as nccl_system
 from ..topology import Topology, cluster, dgx_h100
-
-
-def latency(func: str, s, algorithm: str, protocol: str) -> float:
-    """NCCL's latency of ``algorithm`` and ``protocol`` in seconds (:func:`mycollectives.nccl.model.latency`)."""
-    return _model_latency(s, func, algorithm, protocol) * 1e-6
-
 
 GIB = 1 << 30
 
@@ -177,7 +171,7 @@ def check_inter_node_bytes(answer: float | None, nbytes: int = GIB, nodes: int =
 def ring_latency(nodes: int = 512, local: int = 8, protocol: str = "Simple") -> float:
     """NCCL's latency (seconds) of a ring all-reduce over ``nodes`` DGX H100s of ``local`` GPUs."""
     s = nccl_system(cluster("dgx_h100", nodes), nodes * local)
-    return latency("all_reduce", s, "Ring", protocol)
+    return latency(s, "all_reduce", "Ring", protocol) * 1e-6  # NCCL's model works in microseconds
 
 
 def check_ring_latency(
