@@ -16,6 +16,7 @@ from mycollectives.exercises.primitives import (
     check_busbw,
     check_half_bandwidth,
     check_message_time,
+    check_ring_latency,
     check_ring_shift,
 )
 
@@ -46,6 +47,18 @@ def test_message_time(capsys):
         check_message_time(None, "ndr", MiB)
     with pytest.raises(ValueError, match="link must be one of"):
         check_message_time(1.0, "nvlink5", MiB)
+
+
+def test_ring_latency_pays_the_base_once(capsys):
+    ndr = LINKS["ndr"]
+    check_ring_latency(8.4e-6 + 30 * 14e-6, "ndr", 16)
+    assert "Correct" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="once per collective"):
+        check_ring_latency(30 * ndr.alpha, "ndr", 16)
+    with pytest.raises(AssertionError, match="2\\(p-1\\) = 30 steps"):
+        check_ring_latency(8.4e-6 + 15 * 14e-6, "ndr", 16)
+    with pytest.raises(AssertionError, match="replace None"):
+        check_ring_latency(None, "ndr", 16)
 
 
 def test_half_bandwidth_and_bound():

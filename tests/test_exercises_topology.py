@@ -8,7 +8,8 @@ import torch
 import mycollectives as mc
 from mycollectives.exercises import ExerciseFailure
 from mycollectives.exercises import topology as ex
-from mycollectives.topology import NET, NVLINK, PROTOCOLS, cluster, dgx_h100
+from mycollectives.nccl import constants as K
+from mycollectives.topology import NET, NVLINK, cluster
 
 GIB = 1 << 30
 
@@ -156,32 +157,46 @@ def test_inter_node_bytes():
 
 
 def test_ring_latency():
-    step = PROTOCOLS["simple"].step_latency[NET]
-    ex.check_ring_latency(2 * 4095 * step)
-    with pytest.raises(AssertionError, match="two"):
-        ex.check_ring_latency(4095 * step)
-    with pytest.raises(AssertionError, match="p - 1 steps"):
-        ex.check_ring_latency(2 * 4096 * step)
+    """NCCL's latency of a 4096-GPU ring: 8.4 + 7168 x 3.4 + 1022 x 14 us, times nothing else."""
+    p, nodes = 4096, 512
+    base, intra, inter = 8.4e-6, 3.4e-6, 14e-6
+    want = base + (2 * (p - 1) - 2 * (nodes - 1)) * intra + 2 * (nodes - 1) * inter
+    assert ex.ring_latency() == pytest.approx(want)
+    ex.check_ring_latency(want)
+    with pytest.raises(AssertionError, match="only 1022 of the 8190 steps"):
+        ex.check_ring_latency(base + 2 * (p - 1) * inter)
+    with pytest.raises(AssertionError, match="once per collective"):
+        ex.check_ring_latency(2 * (p - 1) * (base + inter))
     with pytest.raises(AssertionError, match="off by"):
-        ex.check_ring_latency(2 * 4095 * PROTOCOLS["simple"].step_latency[NVLINK])
+        ex.check_ring_latency(want / 2)
 
 
-def _tuner_model(nbytes: int) -> str:
-    p, bw = 8, dgx_h100().link_bw[0]
-
-    def t(name: str) -> float:
-        pr = PROTOCOLS[name]
-        return pr.base_latency + 2 * (p - 1) * (pr.step_latency[NVLINK] + nbytes / p / (bw * pr.efficiency))
-
-    return min(PROTOCOLS, key=t)
+def _nccl_ring_protocol(nbytes: int) -> str:
+    """NCCL's ring all-reduce model on one DGX H100, written out from the constants."""
+    p, nch, bw = 8, 12, 30.0  # the ring graph NCCL's search finds: 12 channels of 30 GB/s
+    lat = {
+        pr: K.BASE_LATENCY["Ring"][pr] + 2 * (p - 1) * K.HW_LATENCY["NVLink"]["Ring"][pr]
+        for pr in K.PROTOCOLS
+    }
+    bus = {
+        "Simple": nch * bw,
+        "LL128": min(K.LL128_FACTOR * nch * bw, nch * K.PER_CHANNEL_RING_LL128["hopper"]),
+        "LL": min(K.LL_MAX_BW["hopper"][0], K.RING_LL_FACTOR * nch * bw),
+    }
+    t = {pr: lat[pr] + nbytes / (1000 * bus[pr] * p / (2 * (p - 1))) for pr in bus}
+    return min(t, key=t.get)
 
 
 def test_protocol_choice():
-    ex.check_protocol_choice(_tuner_model)
-    with pytest.raises(AssertionError, match="'ll' is faster"):
+    ex.check_protocol_choice(_nccl_ring_protocol)
+    with pytest.raises(AssertionError, match="'LL' is faster"):
         ex.check_protocol_choice(lambda n: "simple")
-    with pytest.raises(AssertionError, match="at 8388608 bytes you picked 'll', but 'll128' is faster"):
+    with pytest.raises(AssertionError, match="at 8388608 bytes you picked 'll', but 'LL128' is faster"):
         ex.check_protocol_choice(lambda n: "ll" if n < 1 << 28 else "simple")  # LL for too long
+    with pytest.raises(
+        AssertionError, match="but 'LL' is faster"
+    ):  # 2.19's LL factor moves the switch too early
+        ex.check_protocol_choice(lambda n: "ll" if n < 1 << 20 else "ll128" if n < 1 << 25 else "simple")
     with pytest.raises(AssertionError, match="expected one of"):
         ex.check_protocol_choice(lambda n: "fast")
     with pytest.raises(AssertionError, match="return a protocol name"):

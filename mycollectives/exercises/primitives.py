@@ -19,16 +19,24 @@ from dataclasses import dataclass
 import torch
 
 from ..bench.factors import bandwidths, busbw_factor
+from ..nccl.constants import BASE_LATENCY, HW_LATENCY
 
 
 @dataclass(frozen=True)
 class Link:
-    """One link in the alpha-beta model: ``alpha`` seconds per message, ``bandwidth`` bytes/s one way."""
+    """One link in the alpha-beta model, with NCCL's latencies: ``base`` seconds once per
+    call, ``step`` seconds per step (message) of it, ``bandwidth`` bytes/s one way."""
 
     name: str
-    alpha: float
+    base: float
+    step: float
     bandwidth: float
     sources: str
+
+    @property
+    def alpha(self) -> float:
+        """The latency of one message sent as a call of its own, ``base + step`` seconds."""
+        return self.base + self.step
 
     @property
     def beta(self) -> float:
@@ -39,27 +47,36 @@ class Link:
         """``alpha + beta n``: seconds to send ``nbytes`` in one message."""
         return self.alpha + nbytes * self.beta
 
+    def collective_time(self, steps: int, nbytes: float) -> float:
+        """A call of ``steps`` steps of ``nbytes`` each: ``base + steps (step + beta n)``.
+
+        NCCL charges its base latency once per collective and the link's latency
+        once per step (``nccl_tuning``), not the base on every message.
+        """
+        return self.base + steps * (self.step + nbytes * self.beta)
+
     @property
     def half_bandwidth_bytes(self) -> float:
         """``n_1/2 = alpha / beta``: the size at which the two terms are equal."""
         return self.alpha / self.beta
 
 
-# Latency: what NCCL's tuning model charges one step of a ring with the Simple
-# protocol, base latency plus the per-hop hardware latency of the link
-# (src/graph/tuning.cc, nccl_tuning: baseLat 8.4 us; hwLat 3.4 us NVLink,
-# 14.0 us network). Bandwidth: one direction of the datasheet line rate.
-_NCCL_BASE = 8.4e-6
+# Latency: NCCL 2.30.7's ring with the Simple protocol (mycollectives.nccl.constants,
+# nccl_tuning): a base latency once per call, and a hardware latency per step by
+# the link the step crosses. Bandwidth: one direction of the datasheet line rate.
+_BASE = BASE_LATENCY["Ring"]["Simple"] * 1e-6  # 8.4 us
+_NVLINK = HW_LATENCY["NVLink"]["Ring"]["Simple"] * 1e-6  # 3.4 us
+_NET = HW_LATENCY["NET"]["Ring"]["Simple"] * 1e-6  # 14 us
 #: The links of chapter 2 by key (``"nvlink4"``, ``"nvlink3"``, ``"ndr"``, ``"hdr"``).
 LINKS = {
     # 18 NVLink 4 links x 25 GB/s per direction (nvidia2022h100); 900 GB/s counts both directions
-    "nvlink4": Link("NVLink 4, H100 SXM", _NCCL_BASE + 3.4e-6, 18 * 25e9, "nvidia2022h100, nccl_tuning"),
+    "nvlink4": Link("NVLink 4, H100 SXM", _BASE, _NVLINK, 18 * 25e9, "nvidia2022h100, nccl_tuning"),
     # 12 NVLink 3 links x 25 GB/s per direction (nvidia2020a100); 600 GB/s counts both directions
-    "nvlink3": Link("NVLink 3, A100 SXM", _NCCL_BASE + 3.4e-6, 12 * 25e9, "nvidia2020a100, nccl_tuning"),
+    "nvlink3": Link("NVLink 3, A100 SXM", _BASE, _NVLINK, 12 * 25e9, "nvidia2020a100, nccl_tuning"),
     # one ConnectX-7 NDR port, 400 Gb/s (nvidia_connectx7)
-    "ndr": Link("InfiniBand NDR, 1 port", _NCCL_BASE + 14.0e-6, 400e9 / 8, "nvidia_connectx7, nccl_tuning"),
+    "ndr": Link("InfiniBand NDR, 1 port", _BASE, _NET, 400e9 / 8, "nvidia_connectx7, nccl_tuning"),
     # one ConnectX-6 HDR port, 200 Gb/s (nvidia_connectx6)
-    "hdr": Link("InfiniBand HDR, 1 port", _NCCL_BASE + 14.0e-6, 200e9 / 8, "nvidia_connectx6, nccl_tuning"),
+    "hdr": Link("InfiniBand HDR, 1 port", _BASE, _NET, 200e9 / 8, "nvidia_connectx6, nccl_tuning"),
 }
 
 
@@ -115,6 +132,23 @@ def check_bound(answer: str | None, link: str, nbytes: int) -> None:
         f"so the message is {want}-bound"
     )
     print(f"Correct: {nbytes} bytes on {lk.name} is {want}-bound")
+
+
+def check_ring_latency(answer: float | None, link: str, world_size: int) -> None:
+    """Chapter 2: NCCL's latency term of a ring all-reduce of ``world_size`` ranks on ``LINKS[link]``."""
+    _need(answer, "latency in seconds")
+    lk, steps = _link(link), 2 * (world_size - 1)
+    want = lk.collective_time(steps, 0)
+    if math.isclose(float(answer), steps * lk.alpha, rel_tol=0.02):
+        raise AssertionError(
+            f"{answer * 1e6:.1f} us charges the base latency ({lk.base * 1e6:.1f} us) on every one of the "
+            f"{steps} steps; NCCL charges it once per collective, and {lk.step * 1e6:.1f} us per step"
+        )
+    if math.isclose(float(answer), lk.base + (world_size - 1) * lk.step, rel_tol=0.02):
+        raise AssertionError(
+            f"a ring all-reduce makes 2(p-1) = {steps} steps (reduce-scatter, then all-gather)"
+        )
+    _close(answer, want, f"latency of the ring all-reduce on {world_size} ranks of {lk.name} (s)")
 
 
 def check_busbw(answer: float | None, collective: str, nbytes: int, seconds: float, world_size: int) -> None:
@@ -203,5 +237,6 @@ __all__ = [
     "check_busbw",
     "check_half_bandwidth",
     "check_message_time",
+    "check_ring_latency",
     "check_ring_shift",
 ]

@@ -2,9 +2,9 @@
 
 Each ``check_*`` raises ``AssertionError`` with a message that says what is
 wrong, or prints what was right. The expected values come from the package
-itself (the simulator, the topology presets, NCCL's protocol constants in
-``mycollectives.topology.protocols``), so the notebook shows the question and
-not the answer.
+itself (the simulator, the topology presets, NCCL's model in
+``mycollectives.nccl``), so the notebook shows the question and not the
+answer.
 
 ``check_hierarchical_all_reduce`` wraps the shared harness
 (``mycollectives.exercises.check_collective``) to hand the reader's
@@ -19,8 +19,12 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from ..sim import simulate, tune
-from ..topology import NET, PROTOCOLS, Topology, cluster, dgx_h100
+from ..nccl.constants import BASE_LATENCY, HW_LATENCY
+from ..nccl.model import latency
+from ..sim import simulate
+from ..sim.nccl import choose
+from ..sim.nccl import system as nccl_system
+from ..topology import Topology, cluster, dgx_h100
 
 GIB = 1 << 30
 
@@ -164,24 +168,34 @@ def check_inter_node_bytes(answer: float | None, nbytes: int = GIB, nodes: int =
 # --- exercise: latency of a ring at scale ------------------------------------------------
 
 
-def ring_latency(p: int = 4096, protocol: str = "simple") -> float:
-    """Latency term (seconds) of a ring all-reduce on ``p`` ranks whose every step crosses the network."""
-    return 2 * (p - 1) * PROTOCOLS[protocol].step_latency[NET]
+def ring_latency(nodes: int = 512, local: int = 8, protocol: str = "Simple") -> float:
+    """NCCL's latency (seconds) of a ring all-reduce over ``nodes`` DGX H100s of ``local`` GPUs."""
+    s = nccl_system(cluster("dgx_h100", nodes), nodes * local)
+    return latency(s, "all_reduce", "Ring", protocol) * 1e-6  # NCCL's model works in microseconds
 
 
-def check_ring_latency(answer: float | None, p: int = 4096, protocol: str = "simple") -> None:
-    """Chapter 4: the ring's latency term at ``p`` ranks with NCCL's network step latency."""
-    want = ring_latency(p, protocol)
-    _need(answer, "ring latency term")
-    got = float(answer)
-    step = PROTOCOLS[protocol].step_latency[NET]
-    if math.isclose(got, (p - 1) * step, rel_tol=0.01):
+def check_ring_latency(
+    answer: float | None, nodes: int = 512, local: int = 8, protocol: str = "Simple"
+) -> None:
+    """Chapter 4: NCCL's ring latency at scale: base + intra-node steps x NVLink + network steps x network."""
+    want = ring_latency(nodes, local, protocol)
+    _need(answer, "ring latency")
+    got, p = float(answer), nodes * local
+    base = BASE_LATENCY["Ring"][protocol] * 1e-6
+    intra, inter = (HW_LATENCY[hw]["Ring"][protocol] * 1e-6 for hw in ("NVLink", "NET"))
+    steps, net_steps = 2 * (p - 1), 2 * (nodes - 1)
+    if math.isclose(got, base + steps * inter, rel_tol=0.01):
         raise AssertionError(
-            "that is one pass around the ring; an all-reduce makes two (reduce-scatter, all-gather)"
+            f"only {net_steps} of the {steps} steps cross the network: the others go over NVLink "
+            "(NCCL charges each step the latency of the link it crosses)"
         )
-    if math.isclose(got, 2 * p * step, rel_tol=1e-6) and p > 1:
-        raise AssertionError(f"a ring of {p} ranks has p - 1 steps per pass, not p")
-    _close(got * 1e3, want * 1e3, f"latency term of a {p}-rank ring", " ms", rel=0.01)
+    if math.isclose(got, steps * (base + inter), rel_tol=0.01) or math.isclose(
+        got, steps * inter, rel_tol=0.01
+    ):
+        raise AssertionError(
+            "the base latency is paid once per collective, and most steps stay inside a node"
+        )
+    _close(got * 1e3, want * 1e3, f"NCCL's latency of a {p}-rank ring all-reduce", " ms", rel=0.01)
 
 
 # --- exercise: pick NCCL's protocol ------------------------------------------------------
@@ -192,29 +206,31 @@ def _sizes() -> list[int]:
 
 
 def check_protocol_choice(fn: Callable[[int], str], topology: Topology | None = None) -> None:
-    """Chapter 4: ``fn(nbytes)`` picks the protocol the tuner picks for a ring all-reduce.
+    """Chapter 4: ``fn(nbytes)`` picks the protocol NCCL's model picks for a ring all-reduce.
 
-    Compared at sizes 8 B .. 512 MiB on a DGX H100 (by default); a size where
-    the two best protocols are within 2 % of each other accepts either.
+    Compared at sizes 8 B .. 512 MiB on a DGX H100 (by default) with NCCL's
+    own formulas (:mod:`mycollectives.nccl.model`); a size where the two best
+    protocols are within 2 % of each other accepts either.
     """
     topo = topology or dgx_h100()
     for n in _sizes():
         got = fn(n)
         assert isinstance(got, str), (
-            f"fn({n}) returned {got!r}; return a protocol name: 'simple', 'll128' or 'll'"
+            f"fn({n}) returned {got!r}; return a protocol name: 'Simple', 'LL128' or 'LL'"
         )
-        _, best, times = tune("all_reduce", n, topo, algorithms=["ring"])
-        t = {proto: times["ring", proto] for proto in PROTOCOLS}
-        assert got.lower() in t, f"fn({n}) returned {got!r}; expected one of {tuple(t)}"
-        if t[got.lower()] <= t[best] * 1.02:
+        best, table = choose("all_reduce", n, topo, algorithms=["Ring"])[1:]
+        t = {proto: table["Ring", proto] for _, proto in table}
+        names = {k.lower(): k for k in t}
+        assert got.lower() in names, f"fn({n}) returned {got!r}; expected one of {tuple(t)}"
+        if t[names[got.lower()]] <= t[best] * 1.02:
             continue
         shown = ", ".join(f"{k} {1e6 * v:.1f} us" for k, v in t.items())
         raise AssertionError(
-            f"at {n} bytes you picked {got!r}, but {best!r} is faster ({shown}): "
-            "time = base latency + 2(p-1) x (step latency + chunk / (bandwidth x efficiency))"
+            f"at {n} bytes you picked {got!r}, but {best!r} is faster ({shown}): time = latency + n / bandwidth, "
+            "with each protocol's factor and ceiling applied to the bus bandwidth before dividing by 2(p-1)/p"
         )
     print(
-        f"Correct: your choice matches the tuner's at every size from {_sizes()[0]} B to {_sizes()[-1] >> 20} MiB"
+        f"Correct: your choice matches NCCL's model at every size from {_sizes()[0]} B to {_sizes()[-1] >> 20} MiB"
     )
 
 

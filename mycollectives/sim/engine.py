@@ -16,13 +16,14 @@ import numpy as np
 
 from ..algorithms import build, canonical, spec_for
 from ..collectives import busbw_factor
+from ..nccl.constants import HW_LATENCY
 from ..schedule import Round
 from ..topology import Topology
 from ..topology import protocol as get_protocol
 from .fluid import Paths, drain
 from .result import SimResult
 
-NVLS_LATENCY = 25e-6  # NCCL's hwLat for NVLS/Simple on NVLink, seconds (nccl_tuning)
+NVLS_LATENCY = HW_LATENCY["NVLink"]["NVLS"]["Simple"] * 1e-6  # NCCL's hwLat for NVLS, seconds (nccl_tuning)
 
 
 class _Rounds:

@@ -33,6 +33,9 @@ class SimResult:
     round_busiest: np.ndarray  # link with the highest bytes / bandwidth (-1: none)
     link_bytes: np.ndarray  # bytes each link carried over the whole collective
     round_link_bytes: np.ndarray | None  # (rounds, links), when small enough to keep
+    latency_s: float = 0.0  # NCCL's latency, for NCCL's algorithms (sim.nccl)
+    bound_busbw: float = float("nan")  # busbw the links alone allow, for NCCL's algorithms
+    channels: int = 0  # NCCL's channels, for NCCL's algorithms
 
     @property
     def algbw(self) -> float:

@@ -1,19 +1,23 @@
-"""An NCCL-like tuner on a topology: every (algorithm, protocol) simulated, the fastest wins.
+"""NCCL's choice of algorithm and protocol on a simulated machine (chapter 4, "Inside NCCL").
 
 NCCL's tuner (``nccl_tuning``) predicts ``latency + bytes / bandwidth`` for
-each algorithm and protocol and picks the minimum; here the prediction is a
-simulation, so contention and the topology's routes count too (chapter 4,
-"Inside NCCL").
+each of its algorithms (Ring, Tree, NVLS, NVLSTree, CollNetDirect,
+CollNetChain, PAT) and protocols (LL, LL128, Simple), and runs the minimum.
+:func:`tune` does what NCCL does, with NCCL's model and the channels its
+search would find on the topology (:mod:`mycollectives.sim.nccl`), and
+reports beside it the time the simulator gives every available pair. It
+chooses only among NCCL's algorithms: the package's others (direct, Bruck,
+recursive doubling, Rabenseifner, ...) are what MPI libraries and
+symmetric-memory kernels run, and :func:`mycollectives.sim.sweep` compares
+them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..algorithms import algorithms as menu
-from ..algorithms import canonical
-from ..topology import PROTOCOLS, Topology
-from .engine import simulate
+from ..topology import Topology
+from .nccl import choose, simulate_nccl
 
 
 def tune(
@@ -21,24 +25,23 @@ def tune(
     nbytes: int,
     topology: Topology,
     algorithms: Sequence[str] | None = None,
-    protocols: Sequence[str] = tuple(PROTOCOLS),
-    **options,
+    protocols: Sequence[str] | None = None,
+    world_size: int | None = None,
 ) -> tuple[str, str, dict[tuple[str, str], float]]:
-    """Fastest ``(algorithm, protocol)`` and the simulated time of every pair (seconds).
+    """NCCL's ``(algorithm, protocol)`` and the simulated time (seconds) of every pair it may run.
 
-    ``nvls`` joins the candidates for all-reduce on a topology with in-switch
-    reduction (Simple protocol only, as in NCCL).
+    ``algorithms`` and ``protocols`` restrict the choice, as ``NCCL_ALGO`` and
+    ``NCCL_PROTO`` do (names in any case: ``"ring"``, ``"LL128"``).
+
+    >>> from mycollectives.topology import dgx_h100
+    >>> tune("all_reduce", 1 << 30, dgx_h100(nvls=True))[:2]
+    ('NVLS', 'Simple')
     """
-    c = canonical(collective)
-    names = list(algorithms or menu(c))
-    if algorithms is None and c == "all_reduce" and topology.in_switch_reduction:
-        names.append("nvls")
-    times = {}
-    for a in names:
-        for p in protocols if a != "nvls" else ("simple",):
-            try:
-                times[a, p] = simulate(c, a, nbytes, topology, protocol=p, **options).time_s
-            except ValueError:  # e.g. hierarchical on a world its node size does not divide
-                continue
-    best = min(times, key=times.__getitem__)
-    return best[0], best[1], times
+    algorithm, protocol, model_times = choose(collective, nbytes, topology, world_size, algorithms, protocols)
+    times = {
+        pair: simulate_nccl(
+            collective, pair[0], nbytes, topology, protocol=pair[1], world_size=world_size
+        ).time_s
+        for pair in model_times
+    }
+    return algorithm, protocol, times

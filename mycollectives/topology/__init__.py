@@ -7,7 +7,18 @@ schedules on them and ``mycollectives.viz`` draws them.
 from __future__ import annotations
 
 from .graph import CLASS_NAMES, NET, NVLINK, PCI, Builder, Tier, Topology
-from .presets import PRESETS, cluster, dgx_a100, dgx_h100, nvlink_bridge_pair, pcie_box
+from .nodes import NICS, NODES, Nic, NodeSpec
+from .presets import (
+    PRESETS,
+    cluster,
+    dgx_a100,
+    dgx_b200,
+    dgx_h100,
+    dgx_h200,
+    gb200_nvl72,
+    nvlink_bridge_pair,
+    pcie_box,
+)
 from .protocols import IDEAL, PROTOCOLS, Protocol, protocol
 
 __all__ = [
@@ -22,6 +33,13 @@ __all__ = [
     "cluster",
     "dgx_a100",
     "dgx_h100",
+    "dgx_h200",
+    "dgx_b200",
+    "gb200_nvl72",
+    "NODES",
+    "NICS",
+    "NodeSpec",
+    "Nic",
     "pcie_box",
     "nvlink_bridge_pair",
     "Protocol",

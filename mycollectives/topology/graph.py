@@ -16,6 +16,7 @@ takes arrays of sources and destinations and returns every (flow, link) pair.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -69,10 +70,23 @@ class Topology:
     gpus_per_node: int
     in_switch_reduction: float = 0.0  # NVLS efficiency; 0 = no in-switch reduction
     sources: tuple[str, ...] = ()  # references.bib keys behind the figures
+    node: Any = None  # the NodeSpec the preset was built from (nodes.py), if any
+    nic: Any = None  # the Nic of a multi-node cluster, if any
+    nics_per_node: int = 0
+    sharp: bool = False  # switches of the fabric reduce (InfiniBand SHARP, NCCL's CollNet)
 
     @property
     def num_links(self) -> int:
         return len(self.link_src)
+
+    @property
+    def gpus_per_host(self) -> int:
+        """GPUs per host (operating system and PCIe tree); an NVL72 node has 18 hosts of 4."""
+        return min(self.node.gpus_per_host, self.gpus_per_node) if self.node else self.gpus_per_node
+
+    @property
+    def num_nodes(self) -> int:
+        return self.num_gpus // self.gpus_per_node
 
     def node_of(self, gpu) -> np.ndarray:
         return np.asarray(gpu) // self.gpus_per_node

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .presets import PCIE_RAW
+from .nodes import PCIE_RAW
 
 GB = 1e9
 
@@ -47,7 +47,7 @@ NVLINK = [
 ]
 
 # PCIe x16, per direction, after 128b/130b encoding (Gen3 onwards): from the presets.
-PCIE_X16 = dict(PCIE_RAW)
+PCIE_X16 = {gen: PCIE_RAW[gen] for gen in (3, 4, 5)}
 
 # InfiniBand 4x port signalling rates, Gb/s: HDR, NDR, XDR (ibta_roadmap; ConnectX-6/7/8).
 IB_GBITS = {"HDR": 200, "NDR": 400, "XDR": 800}

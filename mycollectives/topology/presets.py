@@ -1,56 +1,37 @@
-"""Machines of chapter 4, with the figures they are built from and where they come from.
+"""Machines of chapter 4: one node, or clusters of them on a rail-optimised or fat-tree fabric.
 
-Every bandwidth below is per direction. Two numbers per link: the datasheet
-line rate, and the *usable* rate that NCCL's own topology model assigns to
-it (``nccl_topo``: 20.0 GB/s per NVLink 3 link, 20.6 per NVLink 4 link,
-12 GB/s for a 100 Gb/s NIC and for PCIe Gen3 x16). The simulator moves bytes
-at the usable rate; the book shows both.
+The figures come from :mod:`mycollectives.topology.nodes` (each with its
+source); this module wires them into a
+:class:`~mycollectives.topology.graph.Topology`: inside a node every
+GPU hangs from one NVSwitch by all its NVLink links; across nodes each GPU
+reaches a NIC over PCIe, NICs plug into leaf switches, and leaves into one
+spine.
 """
 
 from __future__ import annotations
 
+from ..nccl.constants import NVLS_EFFICIENCY
 from .graph import NET, NVLINK, PCI, Builder, Topology
+from .nodes import (
+    IB_RAW,
+    IB_USABLE_FRACTION,
+    LINK,
+    NICS,
+    NODES,
+    PCIE_RAW,
+    PCIE_USABLE_FRACTION,
+    nic_spec,
+    node_spec,
+)
 
 GB = 1e9
-
-# NVLink: 25 GB/s per link per direction; A100 has 12 links, H100 SXM 18
-# (nvidia2020a100, nvidia2022h100). Usable per link: nccl_topo.
-NVLINK_LINK_RAW = 25 * GB
-NVLINK3_LINK_USABLE = 20.0 * GB  # SM80_NVLINK_BW, nccl_topo
-NVLINK4_LINK_USABLE = 20.6 * GB  # SM90_NVLINK_BW, nccl_topo
-A100_NVLINKS, H100_NVLINKS = 12, 18
-# NVLink SHARP (in-switch reduction) efficiency NCCL's tuner assumes on Hopper: nccl_tuning
-H100_NVLS_EFFICIENCY = 0.85
-
-# PCIe x16 after 128b/130b encoding: Gen3 8 GT/s, Gen4 16, Gen5 32 per lane (pcie_base_spec).
-PCIE_RAW = {gen: rate * 16 * 128 / 130 / 8 * GB for gen, rate in ((3, 8), (4, 16), (5, 32))}
-# NCCL models Gen3 x16 (15.75 GB/s on the wire) as 12 GB/s (PCI_BW, nccl_topo);
-# we assume the same fraction holds for later generations.
-PCIE_USABLE_FRACTION = 12.0 * GB / PCIE_RAW[3]
-
-# InfiniBand per port: HDR 200 Gb/s, NDR 400 Gb/s (nvidia_connectx6, nvidia_connectx7).
-IB_RAW = {"hdr": 200 / 8 * GB, "ndr": 400 / 8 * GB}
-# NCCL models a 100 Gb/s NIC as 12 GB/s (NET_BW, nccl_topo): 96 % of line rate;
-# NVIDIA's engineers quote 46-48 GB/s per NDR NIC in nccl-tests (nccl_tests_issue290).
-IB_USABLE_FRACTION = 12.0 / 12.5
-
-# Compute NICs per node: DGX A100 8 x ConnectX-6 HDR, DGX H100 8 x ConnectX-7 NDR
-# (nvidia_dgx_a100_guide, nvidia_dgx_h100_guide).
-NODES = {
-    "dgx_a100": dict(links=A100_NVLINKS, per_link=NVLINK3_LINK_USABLE, nvls=0.0, pcie=4, nic="hdr"),
-    "dgx_h100": dict(links=H100_NVLINKS, per_link=NVLINK4_LINK_USABLE, nvls=0.0, pcie=5, nic="ndr"),
-}
-SOURCES = ("nvidia2020a100", "nvidia2022h100", "nccl_topo", "nccl_tuning")
-
-
-def _node(b: Builder, kind: str, node: int, gpus: int, x0: float) -> list[int]:
-    """GPUs of one NVSwitch node and the switch they hang from (tier ``nvswitch``)."""
-    spec = NODES[kind]
-    sw = b.vertex(f"n{node}.nvswitch", "nvswitch", x0 + (gpus - 1) / 2, 1.5)
-    ids = [node * gpus + i for i in range(gpus)]
-    for g in ids:
-        b.cable("nvswitch", g, sw, spec["links"] * spec["per_link"], spec["links"] * NVLINK_LINK_RAW, NVLINK)
-    return ids
+# The figures of the first two presets, by name (chapter 4 quotes them).
+NVLINK_LINK_RAW = LINK  # 25 GB/s per NVLink 3 or 4 link and direction (nvidia2020a100, nvidia2022h100)
+NVLINK3_LINK_USABLE = NODES["dgx_a100"].nvlink_usable  # SM80_NVLINK_BW, 20.0 GB/s (nccl_topo)
+NVLINK4_LINK_USABLE = NODES["dgx_h100"].nvlink_usable  # SM90_NVLINK_BW, 20.6 GB/s (nccl_topo)
+A100_NVLINKS, H100_NVLINKS = NODES["dgx_a100"].nvlinks, NODES["dgx_h100"].nvlinks
+H100_NVLS_EFFICIENCY = NVLS_EFFICIENCY["hopper"]  # nvlsEfficiency (nccl_tuning)
+__all__ = ["IB_RAW", "IB_USABLE_FRACTION", "NICS", "PCIE_RAW", "PCIE_USABLE_FRACTION", "cluster", "PRESETS"]
 
 
 def _gpus(b: Builder, nodes: int, gpus: int) -> None:
@@ -68,9 +49,24 @@ def dgx_h100(nvls: bool = False) -> Topology:
     """8 H100 SXM5 GPUs on NVSwitch: 18 NVLink 4 links each, 450 GB/s per direction.
 
     ``nvls=True`` enables in-switch reduction (NVLink SHARP), which the
-    simulator's ``"nvls"`` algorithm uses.
+    simulator's ``"nvls"`` algorithm and NCCL's NVLS use.
     """
     return cluster("dgx_h100", nodes=1, nvls=nvls)
+
+
+def dgx_h200(nvls: bool = True) -> Topology:
+    """8 H200 SXM5 GPUs: the H100's NVLink 4 and NVSwitch (with NVLink SHARP)."""
+    return cluster("dgx_h200", nodes=1, nvls=nvls)
+
+
+def dgx_b200(nvls: bool = True) -> Topology:
+    """8 B200 GPUs on NVSwitch: 18 NVLink 5 links each, 900 GB/s per direction."""
+    return cluster("dgx_b200", nodes=1, nvls=nvls)
+
+
+def gb200_nvl72(nvls: bool = True) -> Topology:
+    """One GB200 NVL72 rack: 72 GPUs in one NVLink domain, 18 hosts of 4."""
+    return cluster("gb200_nvl72", nodes=1, nvls=nvls)
 
 
 def pcie_box(gen: int = 4, gpus: int = 4) -> Topology:
@@ -101,57 +97,82 @@ def nvlink_bridge_pair(gen: int = 4) -> Topology:
 def cluster(
     node: str = "dgx_h100",
     nodes: int = 2,
-    nics_per_node: int = 8,
+    nics_per_node: int | None = None,
     nic: str | None = None,
     fabric: str = "rail",
     nodes_per_leaf: int = 16,
     oversubscription: float = 1.0,
-    nvls: bool = False,
+    nvls: bool | None = None,
+    sharp: bool = False,
+    gpus_per_node: int | None = None,
 ) -> Topology:
-    """``nodes`` DGX-like nodes of 8 GPUs, each with ``nics_per_node`` InfiniBand NICs.
+    """``nodes`` NVLink domains of ``node`` (``dgx_a100``, ``dgx_h100``, ``dgx_h200``,
+    ``dgx_b200``, ``gb200_nvl72``), each with ``nics_per_node`` NICs of kind ``nic``
+    (``hdr``, ``ndr``, ``xdr``; by default one of the node's own per GPU).
 
     ``fabric="rail"``: NIC ``j`` of every node plugs into leaf switch ``j``
     (rail-optimised, as NVIDIA's SuperPOD reference designs); ``"fat_tree"``:
     the NICs of ``nodes_per_leaf`` consecutive nodes share a leaf. Leaves join
-    one spine with ``1 / oversubscription`` of the bandwidth below them.
-    GPU ``i`` of a node uses NIC ``i * nics_per_node // 8`` (over PCIe).
+    one spine with ``1 / oversubscription`` of the bandwidth below them. GPU
+    ``i`` of a node uses NIC ``i * nics_per_node // gpus``. ``nvls`` turns
+    in-switch reduction on or off (default: what the node has); ``sharp``
+    marks the fabric as reducing in its switches (SHARP, for NCCL's CollNet);
+    ``gpus_per_node`` uses a part of each NVLink domain (an NVL72 partition).
     """
-    if node not in NODES:
-        raise ValueError(f"node must be one of {tuple(NODES)}, got {node!r}")
+    spec, port = node_spec(node), nic_spec(nic or node_spec(node).nic)
+    gpus = gpus_per_node or spec.gpus
+    nics = gpus if nics_per_node is None else nics_per_node
+    if nodes < 1 or not 1 <= gpus <= spec.gpus:
+        raise ValueError(f"cluster: nodes={nodes} must be >= 1 and gpus_per_node={gpus} in 1..{spec.gpus}")
+    if not 1 <= nics <= gpus or gpus % nics:
+        raise ValueError(f"cluster: nics_per_node={nics} must divide the node's {gpus} GPUs")
     if fabric not in ("rail", "fat_tree"):
-        raise ValueError(f"fabric must be 'rail' or 'fat_tree', got {fabric!r}")
-    spec, gpus = NODES[node], 8
-    nic = nic or spec["nic"]
-    title = node if nodes == 1 else f"{nodes}x{node}-{nics_per_node}x{nic}-{fabric}"
-    b = Builder(title + ("-nvls" if nvls else ""))
+        raise ValueError(f"cluster: fabric must be 'rail' or 'fat_tree', got {fabric!r}")
+    if oversubscription <= 0 or nodes_per_leaf < 1:
+        raise ValueError("cluster: oversubscription must be > 0 and nodes_per_leaf >= 1")
+    in_switch = NVLS_EFFICIENCY[spec.arch] if (spec.nvls if nvls is None else nvls) else 0.0
+    title = node if nodes == 1 and gpus == spec.gpus else f"{nodes}x{node}-{nics}x{port.name}-{fabric}"
+    b = Builder(title + ("-nvls" if in_switch and nodes > 1 else "") + ("-sharp" if sharp else ""))
     _gpus(b, nodes, gpus)
     for n in range(nodes):
-        _node(b, node, n, gpus, n * (gpus + 2))
+        sw = b.vertex(f"n{n}.nvswitch", "nvswitch", n * (gpus + 2) + (gpus - 1) / 2, 1.5)
+        for g in range(n * gpus, (n + 1) * gpus):
+            b.cable("nvswitch", g, sw, spec.nvlink_per_gpu, spec.nvlinks * spec.nvlink_raw, NVLINK)
     if nodes > 1:
-        nic_bw, nic_raw = IB_RAW[nic] * IB_USABLE_FRACTION, IB_RAW[nic]
-        pcie_raw = PCIE_RAW[spec["pcie"]]
-        leaves = nics_per_node if fabric == "rail" else -(-nodes // nodes_per_leaf)
-        per_leaf = nodes * nics_per_node / leaves
+        gen = min(spec.pcie, port.pcie)
+        leaves = nics if fabric == "rail" else -(-nodes // nodes_per_leaf)
+        per_leaf = nodes * nics / leaves
         width = nodes * (gpus + 2)
         spine = b.vertex("spine", "spine", width / 2, -4.5)
         leaf = [b.vertex(f"leaf{j}", "leaf", (j + 0.5) * width / leaves, -3.0) for j in range(leaves)]
         for j in leaf:
-            b.cable("network", j, spine, per_leaf * nic_bw / oversubscription, per_leaf * nic_raw, NET)
+            b.cable("network", j, spine, per_leaf * port.usable / oversubscription, per_leaf * port.raw, NET)
         for n in range(nodes):
             x0 = n * (gpus + 2)
-            for k in range(nics_per_node):
-                v = b.vertex(f"n{n}.nic{k}", "nic", x0 + (k + 0.5) * gpus / nics_per_node - 0.5, -1.5)
+            for k in range(nics):
+                v = b.vertex(f"n{n}.nic{k}", "nic", x0 + (k + 0.5) * gpus / nics - 0.5, -1.5)
                 b.cable(
-                    "network", v, leaf[k if fabric == "rail" else n // nodes_per_leaf], nic_bw, nic_raw, NET
+                    "network",
+                    v,
+                    leaf[k if fabric == "rail" else n // nodes_per_leaf],
+                    port.usable,
+                    port.raw,
+                    NET,
                 )
-                for i in range(k * gpus // nics_per_node, (k + 1) * gpus // nics_per_node):
-                    b.cable("network", n * gpus + i, v, pcie_raw * PCIE_USABLE_FRACTION, pcie_raw, PCI)
-    sources = SOURCES + (("nvidia_dgx_a100_guide",) if node == "dgx_a100" else ("nvidia_dgx_h100_guide",))
+                for i in range(k * gpus // nics, (k + 1) * gpus // nics):
+                    b.cable(
+                        "network", n * gpus + i, v, PCIE_RAW[gen] * PCIE_USABLE_FRACTION, PCIE_RAW[gen], PCI
+                    )
+    sources = spec.sources + ((port.source, "pcie_base_spec") if nodes > 1 else ())
     return b.build(
         nodes * gpus,
         gpus,
-        in_switch_reduction=H100_NVLS_EFFICIENCY if nvls else 0.0,
-        sources=sources + (("nvidia_connectx6", "nvidia_connectx7") if nodes > 1 else ()),
+        in_switch_reduction=in_switch,
+        sources=sources,
+        node=spec,
+        nic=port if nodes > 1 else None,
+        nics_per_node=nics if nodes > 1 else 0,
+        sharp=sharp,
     )
 
 
@@ -159,6 +180,9 @@ PRESETS = {
     "dgx_a100": dgx_a100,
     "dgx_h100": dgx_h100,
     "dgx_h100_nvls": lambda: dgx_h100(nvls=True),
+    "dgx_h200": dgx_h200,
+    "dgx_b200": dgx_b200,
+    "gb200_nvl72": gb200_nvl72,
     "pcie_gen4_x4": lambda: pcie_box(4),
     "pcie_gen5_x4": lambda: pcie_box(5),
     "nvlink_bridge_pair": nvlink_bridge_pair,

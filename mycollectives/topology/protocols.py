@@ -5,22 +5,28 @@ A protocol trades bandwidth for latency (Hu et al. 2025, ``hu2025demystifying``)
 * **Simple** moves large chunks and synchronises with memory fences: close to
   the link's bandwidth, several microseconds per hop.
 * **LL** (low latency) stores 4 bytes of data with a 4-byte flag in every
-  8-byte word, so the receiver can poll without a fence: about a microsecond
-  per hop, at most half the bandwidth.
+  8-byte word, so the receiver can poll without a fence: under a microsecond
+  per hop on NVLink, half the bandwidth at best.
 * **LL128** does the same per 128-byte line (120 bytes of data, 8 of flag):
   nearly Simple's bandwidth at nearly LL's latency, where NVLink keeps
   128-byte stores in order.
 
-The numbers are NCCL's tuning constants for ring algorithms
-(``nccl_tuning``, ``src/graph/tuning.cc``): a base latency per collective
-and a per-step hardware latency per link class, in microseconds, and the
-bandwidth factor its model applies (LL 0.5, LL128 0.92, Simple 1).
+The numbers are NCCL 2.30.7's for a ring (:mod:`mycollectives.nccl.constants`,
+``nccl_tuning``): a base latency once per collective, a hardware latency per
+step by the class of link the step crosses, and the bandwidth factor the model
+applies (LL 0.5 since 2.21, LL128 0.92, Simple 1). NCCL also caps LL at
+``llMaxBw`` and LL128 at a maximum per channel; those ceilings depend on the
+GPU generation and the number of channels, so NCCL's model
+(:mod:`mycollectives.nccl.model`) and the channel simulator
+(:mod:`mycollectives.sim.nccl`) apply them, while a schedule of the package,
+one message per pair of ranks per round, runs at the factor alone.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..nccl.constants import BASE_LATENCY, HW_LATENCY, LL128_FACTOR, RING_LL_FACTOR
 from .graph import NET, NVLINK, PCI
 
 
@@ -36,10 +42,18 @@ class Protocol:
 
 
 US = 1e-6
+_FACTOR = {"Simple": 1.0, "LL128": LL128_FACTOR, "LL": RING_LL_FACTOR}
 PROTOCOLS = {
-    "simple": Protocol("simple", 1.0, 8.4 * US, {NVLINK: 3.4 * US, PCI: 5.7 * US, NET: 14.0 * US}),
-    "ll128": Protocol("ll128", 0.92, 14.0 * US, {NVLINK: 1.9 * US, PCI: 2.5 * US, NET: 4.0 * US}),
-    "ll": Protocol("ll", 0.5, 6.6 * US, {NVLINK: 0.6 * US, PCI: 1.0 * US, NET: 2.7 * US}),
+    name.lower(): Protocol(
+        name.lower(),
+        _FACTOR[name],
+        BASE_LATENCY["Ring"][name] * US,
+        {
+            cls: HW_LATENCY[hw]["Ring"][name] * US
+            for cls, hw in ((NVLINK, "NVLink"), (PCI, "PCI"), (NET, "NET"))
+        },
+    )
+    for name in ("Simple", "LL128", "LL")
 }
 # A protocol-free model: no latency, the links' full usable bandwidth.
 IDEAL = Protocol("ideal", 1.0, 0.0, {NVLINK: 0.0, PCI: 0.0, NET: 0.0})

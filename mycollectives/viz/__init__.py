@@ -11,7 +11,7 @@ from __future__ import annotations
 from .animation import animate, step_through, to_html
 from .buffers import buffer_states, draw_buffers, mask_colours, rank_colours
 from .diagrams import spacetime, spacetime_trace
-from .plots import best_changes, busbw_plot, link_heatmap
+from .plots import best_changes, busbw_plot, hierarchy_plot, link_heatmap, validation_plot
 from .topo import draw_round, draw_topology, ring_positions
 
 __all__ = [
@@ -30,4 +30,6 @@ __all__ = [
     "link_heatmap",
     "busbw_plot",
     "best_changes",
+    "hierarchy_plot",
+    "validation_plot",
 ]

@@ -71,3 +71,42 @@ def busbw_plot(
     ax.set_title(f"{first.collective} on {first.topology.name}")
     ax.legend(fontsize=8)
     return ax
+
+
+def hierarchy_plot(levels: list[tuple[str, float, str]], ax: Axes | None = None) -> Axes:
+    """Horizontal bars, log scale: ``(label, bytes/s, kind)`` per level, coloured by kind
+    (``memory``, ``NVLink``, ``PCIe``, ``network``); chapter 4's bandwidth hierarchy."""
+    import matplotlib.pyplot as plt
+
+    colours = {"memory": "tab:gray", "NVLink": "tab:green", "PCIe": "tab:blue", "network": "tab:orange"}
+    ax = ax or plt.subplots(figsize=(7, 3.6))[1]
+    rows = levels[::-1]
+    ax.barh([n for n, _, _ in rows], [b / 1e9 for _, b, _ in rows], color=[colours[k] for _, _, k in rows])
+    for i, (_, b, _) in enumerate(rows):
+        ax.annotate(
+            f"{b / 1e9:.0f}", (b / 1e9, i), xytext=(3, 0), textcoords="offset points", va="center", fontsize=8
+        )
+    ax.set_xscale("log")
+    ax.set_xlabel("GB/s per GPU, one direction (log scale)")
+    ax.set_title("the bandwidth hierarchy seen from one GPU", fontsize=10)
+    return ax
+
+
+def validation_plot(points: dict[str, list[tuple[float, float]]], ax: Axes | None = None) -> Axes:
+    """Simulated against published busbw, log-log, one marker per set, the 20 % band shaded;
+    ``points`` maps a set's name to ``(published, simulated)`` pairs (chapter 4, "Validation")."""
+    import matplotlib.pyplot as plt
+
+    ax = ax or plt.subplots(figsize=(6, 5))[1]
+    for (name, pairs), marker in zip(points.items(), "ox^s"):
+        ax.loglog([a for a, _ in pairs], [b for _, b in pairs], marker, ms=5, label=f"{name} ({len(pairs)})")
+    line = np.array([10.0, 1500.0])
+    ax.loglog(line, line, "k-", lw=0.8)
+    ax.fill_between(line, line * 0.8, line * 1.2, color="0.85", label="within 20 %")
+    ax.set(
+        xlabel="published busbw (GB/s)",
+        ylabel="simulated busbw (GB/s)",
+        title="the simulator against nccl-tests",
+    )
+    ax.legend(fontsize=8)
+    return ax

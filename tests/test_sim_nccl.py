@@ -1,0 +1,129 @@
+"""The channel simulator of NCCL's algorithms: link loads that add up to what each algorithm must
+move, rails kept, the bottlenecks a hand count predicts, and clear errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mycollectives.sim import simulate_nccl, tune
+from mycollectives.sim.channels import dtree
+from mycollectives.sim.nccl import link_loads, traffic
+from mycollectives.topology import cluster, dgx_a100, dgx_b200, dgx_h100
+
+GIB = 1 << 30
+BIG = 64 * GIB  # large enough that latency is below 0.1 %
+
+
+def _rate(r):
+    return r.nbytes / (r.time_s - r.latency_s)
+
+
+def _spine(topo, r):
+    return sum(r.link_bytes[k] for k in range(topo.num_links) if topo.kinds[topo.link_dst[k]] == "spine")
+
+
+def test_ring_inside_a_node_runs_at_the_nvlink_rate():
+    for topo in (dgx_a100(), dgx_h100(), dgx_b200()):
+        r = simulate_nccl("all_reduce", "Ring", BIG, topo)
+        assert r.busbw == pytest.approx(topo.link_bw[0] / 1e9, rel=1e-3)
+        assert r.bound_busbw == pytest.approx(topo.link_raw_bw[0] / 1e9)
+
+
+def test_nvls_bytes_per_gpu_are_n_times_one_plus_one_over_p():
+    topo = dgx_h100(nvls=True)
+    for p in (5, 8):
+        r = simulate_nccl("all_reduce", "NVLS", BIG, topo, world_size=p)
+        assert _rate(r) == pytest.approx(topo.link_bw[0] * 0.85 * p / (p + 1), rel=1e-9)
+
+
+def test_multi_node_ring_is_bound_by_nvlink_or_the_nics_and_stays_on_its_rail():
+    h = cluster("dgx_h100", 4)
+    r = simulate_nccl("all_reduce", "Ring", BIG, h)
+    assert r.busbw == pytest.approx(370.8, rel=2e-3) and _spine(h, r) == 0
+    a = cluster("dgx_a100", 3, nics_per_node=4, nic="hdr")
+    r = simulate_nccl("all_reduce", "Ring", BIG, a)
+    assert r.busbw == pytest.approx(4 * 24.0, rel=2e-3)  # four 200 Gb/s NICs at 96 %
+    fat = cluster("dgx_h100", 4, fabric="fat_tree", nodes_per_leaf=2)
+    assert _spine(fat, simulate_nccl("all_reduce", "Ring", GIB, fat)) > 0
+
+
+def test_every_rank_sends_what_the_collective_needs():
+    """Bytes out of each GPU, summed over its NVLink and PCIe links, are at least the lower bound."""
+    topo = cluster("dgx_h100", 2)
+    gpu_out = np.array([topo.kinds[s] == "gpu" for s in topo.link_src])
+    for c, a, need in (
+        ("all_reduce", "Ring", 2 * 15 / 16),
+        ("all_gather", "Ring", 15 / 16),
+        ("all_reduce", "Tree", 1),
+    ):
+        hop, switch = link_loads(topo, traffic(c, a, topo))
+        per_gpu = np.bincount(topo.link_src[gpu_out], weights=(hop + switch)[gpu_out], minlength=16)
+        assert per_gpu.min() >= need - 1e-9, (c, a)
+
+
+def test_double_binary_tree_is_nccls():
+    first, second = dtree(12)
+    assert first[:5].tolist() == [-1, 2, 4, 2, 8] and first[8] == 0  # trees.cc's picture: 0---8 at the top
+    assert second[11] == -1 and second[3] == 11  # the mirror: 11 is the root, 3 hangs from it
+    shifted = dtree(13)[1]
+    assert shifted[1] == -1 and shifted[9] == 1  # odd: the first tree shifted by one rank
+    for t in (*dtree(12), *dtree(13)):
+        assert (t < 0).sum() == 1
+
+
+def test_gb200_tree_across_three_partitions_matches_the_hand_count():
+    """Three nodes: per pair of channels a node sends 1 (leaf) + 2 (middle) channel shares: 1.5 S per
+    node over its NICs, so algbw = NICs x 48 GB/s / 1.5."""
+    for gpus in (4, 8):
+        topo = cluster("gb200_nvl72", 3, gpus_per_node=gpus, nvls=False)
+        assert _rate(simulate_nccl("all_reduce", "Tree", BIG, topo)) == pytest.approx(
+            gpus * 48e9 / 1.5, rel=1e-6
+        )
+
+
+def test_nvls_tree_is_bound_by_nvls_on_two_nodes_and_by_the_nics_beyond():
+    two, four = cluster("dgx_h100", 2), cluster("dgx_h100", 4)
+    assert _rate(simulate_nccl("all_reduce", "NVLSTree", BIG, two)) == pytest.approx(
+        370.8e9 * 0.85 * 8 / 9, rel=1e-6
+    )
+    assert _rate(simulate_nccl("all_reduce", "NVLSTree", BIG, four)) == pytest.approx(48e9 * 4, rel=1e-6)
+
+
+def test_pat_and_all_to_all():
+    one_gpu = cluster("dgx_h100", 16, gpus_per_node=1)
+    r = simulate_nccl("all_gather", "PAT", BIG, one_gpu)
+    assert r.busbw == pytest.approx(48.0, rel=2e-3)  # every rank sends (p-1)/p of the gather through its NIC
+    assert tune("all_gather", 1 << 20, one_gpu)[0] == "PAT"
+    a2a = simulate_nccl("all_to_all", "P2P", BIG, cluster("dgx_a100", 2, nics_per_node=4, nic="hdr"))
+    assert a2a.busbw == pytest.approx(24.0 * 15 / 16, rel=2e-3)  # two GPUs share each 200 Gb/s NIC
+
+
+def test_collnet_needs_sharp_and_the_bound_is_above_the_prediction():
+    topo = cluster("dgx_h100", 8, sharp=True)
+    for a in ("CollNetChain", "CollNetDirect"):
+        r = simulate_nccl("all_reduce", a, 8 * GIB, topo)
+        assert 0 < r.busbw <= r.bound_busbw
+    assert "CollNetChain" not in {a for a, _ in tune("all_reduce", GIB, cluster("dgx_h100", 8))[2]}
+
+
+def test_bad_calls_say_what_is_wrong():
+    with pytest.raises(ValueError, match="Simple protocol only"):
+        simulate_nccl("all_reduce", "NVLS", GIB, dgx_h100(nvls=True), protocol="LL")
+    with pytest.raises(ValueError, match="unknown NCCL algorithm"):
+        simulate_nccl("all_reduce", "bruck", GIB, dgx_h100())
+    with pytest.raises(ValueError, match="world_size=12"):
+        simulate_nccl("all_reduce", "Ring", GIB, cluster("dgx_h100", 2), world_size=12)
+    with pytest.raises(ValueError, match="does not run"):
+        simulate_nccl("all_reduce", "NVLSTree", GIB, dgx_h100(nvls=True))
+    with pytest.raises(ValueError, match="node preset"):
+        from mycollectives.topology import pcie_box
+
+        simulate_nccl("all_reduce", "Ring", GIB, pcie_box())
+
+
+def test_thousands_of_nodes_simulate():
+    """4096 DGX H100s (32,768 ranks); the timing lives in benchmarks/sim_scale.py."""
+    topo = cluster("dgx_h100", 4096)
+    r = simulate_nccl("all_reduce", "NVLSTree", GIB, topo)
+    assert r.world_size == 32768 and 300 < r.busbw < 380
