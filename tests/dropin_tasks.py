@@ -97,7 +97,8 @@ def dead_before_the_call(rank: int, kind: str, victim: int) -> str:
 
 def killed_mid_call_shm(rank: int, victim: int) -> dict:
     """On shared memory, ``victim`` dies in the middle of a stream of all-reduces;
-    returns what the survivors raised and what is left in /dev/shm of the job."""
+    returns what a survivor raised, what is left in /dev/shm of its own files
+    after it closed, and the transport's key (the test looks for the rest)."""
     import threading
 
     t = transport("shm", timeout=10.0)
@@ -114,9 +115,10 @@ def killed_mid_call_shm(rank: int, victim: int) -> dict:
     except Exception as e:  # noqa: BLE001
         message = f"RAW {type(e).__name__}: {e}"
     t.close(grace=0.0)
-    time.sleep(0.5)
-    left = [f for f in os.listdir("/dev/shm") if f.startswith(f"mycollectives-{key:x}-")]
-    return {"message": message, "left": left}
+    # this rank's own files are gone once it has closed; a peer still inside
+    # the call (waiting out its timeout) keeps its own until it closes
+    mine = [f for f in os.listdir("/dev/shm") if f.startswith(f"mycollectives-{key:x}-{rank}-")]
+    return {"message": message, "left": mine, "key": key}
 
 
 def shm_setup_with_a_late_rank(rank: int, late: int, timeout: float) -> str:

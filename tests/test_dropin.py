@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -104,6 +105,17 @@ def test_a_peer_killed_mid_call_on_shared_memory_gives_peer_error_and_leaves_not
         assert "round" in res["message"], res["message"]
     assert any("rank 1" in out[r][1]["message"] for r in (0, 2)), out
     assert out[0][1]["left"] == [] and out[2][1]["left"] == [], out
+    # the dead rank's files: unlinked by a survivor that saw it die, or by its
+    # resource tracker (a process of its own, which may take a moment)
+    key = out[0][1]["key"]
+    deadline = time.monotonic() + 30
+    while (left := _job_files(key)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert left == [], left
+
+
+def _job_files(key: int) -> list[str]:
+    return [f for f in os.listdir("/dev/shm") if f.startswith(f"mycollectives-{key:x}-")]
 
 
 def test_the_shared_memory_set_up_honours_the_calls_timeout():

@@ -30,9 +30,12 @@ def btree_parents(k: int) -> np.ndarray:
 
 
 def mirrored_parents(k: int) -> np.ndarray:
-    """The second tree: the first shifted by one rank (even ``k``) or mirrored (odd)."""
+    """The second tree: the first mirrored (even ``k``) or shifted by one rank
+    (odd), as NCCL 2.30.7's ``ncclGetDtree`` builds it (``src/graph/trees.cc``;
+    NCCL 2.4 did the opposite). Either way every inner node of the first tree
+    is a leaf of the second when ``k`` is even."""
     first = btree_parents(k)
-    pos = (np.arange(k) - 1) % k if k % 2 == 0 else k - 1 - np.arange(k)  # rank -> position
+    pos = k - 1 - np.arange(k) if k % 2 == 0 else (np.arange(k) - 1) % k  # rank -> position
     rank_at = np.argsort(pos)  # position -> rank
     parent_pos = first[pos]
     return np.where(parent_pos < 0, -1, rank_at[np.maximum(parent_pos, 0)])
