@@ -138,15 +138,17 @@ def comms(model: ModelConfig, lay: Layout) -> list[Comm]:
             )
         )
     dense, expert = params_per_gpu(model, lay)
-    out += _data_parallel(model, lay, dense, ("cp", "dp"), "dense")
+    out += data_parallel_comms(model, lay, dense, ("cp", "dp"), "dense")
     if expert:
-        out += _data_parallel(model, lay, expert, ("cp", "edp"), "experts")
+        out += data_parallel_comms(model, lay, expert, ("cp", "edp"), "experts")
     return [c for c in out if c.nbytes > 0 and c.calls > 0 and _size(lay, c.axes) > 1]
 
 
-def _data_parallel(
-    model: ModelConfig, lay: Layout, psi: float, axes: tuple[str, ...], what: str
+def data_parallel_comms(
+    model: ModelConfig, lay: Layout, psi: float, axes: tuple[str, ...], what: str = "dense"
 ) -> list[Comm]:
+    """The data-parallel calls for ``psi`` parameters per GPU, reduced over ``axes``
+    (DDP's all-reduce; ZeRO-1/2's reduce-scatter and all-gather; FSDP's; HSDP's)."""
     grads, params, m = psi * model.grad_bytes, psi * model.param_bytes, lay.microbatches
     tag = "" if what == "dense" else " (experts)"
     if lay.zero == 0:
