@@ -178,3 +178,49 @@ def check_pp(rank: int, microbatches: int = 2, cfg: M.BlockConfig | None = None)
     if rank == p - 1:
         errs["output"] = _diff(torch.cat(out, dim=1), y_ref)
     return errs
+
+
+def suite(p: int) -> list[tuple[str, object, tuple]]:
+    """The checks that fit a world of ``p`` ranks: (name, function, arguments)."""
+    out = [
+        ("data parallel, buckets", check_dp, ()),
+        ("data parallel, overlapped buckets", check_dp, (True,)),
+        ("FSDP (ZeRO-3)", check_fsdp, (1,)),
+        ("tensor parallel", check_tp, ()),
+        ("sequence parallel", check_sp, ()),
+        ("context parallel, ring", check_cp, ("ring",)),
+        ("context parallel, all-gather", check_cp, ("all_gather",)),
+        ("expert parallel", check_ep, ()),
+        ("pipeline parallel", check_pp, ()),
+    ]
+    if p % 2 == 0 and p > 2:
+        out.insert(3, ("HSDP, 2 replicas", check_fsdp, (2,)))
+        out.insert(-1, ("expert parallel, hierarchical", check_ep, (2, True)))
+    return out
+
+
+def main(tolerance: float = 1e-9) -> None:
+    """Every check on the ranks of a ``torchrun`` job over gloo; rank 0 prints the table.
+
+    ``torchrun --standalone --nproc-per-node 4 -m mycollectives.parallel.checks``
+    """
+    import datetime
+    import sys
+
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
+    rank, p = dist.get_rank(), dist.get_world_size()
+    failed = False
+    for name, fn, args in suite(p):
+        err = torch.tensor([max(fn(rank, *args).values())], dtype=torch.float64)
+        api.all_reduce(err, op=api.ReduceOp.MAX)
+        failed |= err.item() > tolerance
+        if rank == 0:
+            print(f"{name:34s} largest difference from the reference {err.item():.1e}", flush=True)
+    dist.destroy_process_group()
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

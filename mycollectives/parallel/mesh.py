@@ -50,12 +50,18 @@ class SubGroup:
         self.parent = resolve_group(parent)
         self.members = tuple(int(m) for m in members)
         if len(set(self.members)) != len(self.members):
-            raise ValueError(f"SubGroup: members {self.members} repeat a rank")
+            raise ValueError(f"SubGroup on rank {self.parent.rank}: members {self.members} repeat a rank")
         bad = [m for m in self.members if not 0 <= m < self.parent.world_size]
         if bad:
-            raise ValueError(f"SubGroup: members {bad} are not ranks of a group of {self.parent.world_size}")
+            raise ValueError(
+                f"SubGroup on rank {self.parent.rank}: members {bad} are not ranks of a group of "
+                f"{self.parent.world_size}"
+            )
         if self.parent.rank not in self.members:
-            raise ValueError(f"SubGroup: rank {self.parent.rank} is not one of the members {self.members}")
+            raise ValueError(
+                f"SubGroup on rank {self.parent.rank}: rank {self.parent.rank} is not one of the members "
+                f"{self.members}"
+            )
         self._index = {m: i for i, m in enumerate(self.members)}
         self.rank = self._index[self.parent.rank]
         self.world_size = len(self.members)
@@ -108,10 +114,12 @@ class Mesh:
         self.shape = dict(shape)
         for name, size in self.shape.items():
             if not isinstance(size, int) or size < 1:
-                raise ValueError(f"Mesh: axis {name!r} has size {size!r}; expected a positive int")
+                raise ValueError(
+                    f"Mesh on rank {self.parent.rank}: axis {name!r} has size {size!r}; expected a positive int"
+                )
         if math.prod(self.shape.values()) != self.parent.world_size:
             raise ValueError(
-                f"Mesh: axes {self.shape} hold {math.prod(self.shape.values())} ranks, "
+                f"Mesh on rank {self.parent.rank}: axes {self.shape} hold {math.prod(self.shape.values())} ranks, "
                 f"but the group has {self.parent.world_size}"
             )
         self.names = tuple(self.shape)
@@ -146,6 +154,8 @@ class Mesh:
 
     def group(self, *axes: str, stream: int = 0) -> SubGroup:
         """This rank's subgroup along ``axes`` (one or several), on ``stream``."""
+        for a in axes:
+            self._axis(a)
         key = (axes, stream)
         if key not in self._groups:
             index = sum(1 << self.names.index(a) for a in axes)
@@ -154,7 +164,7 @@ class Mesh:
 
     def _axis(self, axis: str) -> str:
         if axis not in self.shape:
-            raise ValueError(f"Mesh: no axis {axis!r}; the axes are {self.names}")
+            raise ValueError(f"Mesh on rank {self.rank}: no axis {axis!r}; the axes are {self.names}")
         return axis
 
 
@@ -163,7 +173,10 @@ class Stream:
 
     ``with Stream() as s:`` waits for every call before leaving. A call
     that raises makes its future raise, and ``close`` re-raises the first
-    such error that nobody collected.
+    such error that nobody collected. On a local world, a rank's main thread
+    computes or waits for futures while its streams talk: the world's deadlock
+    detector follows one waiting thread per rank, so two threads of a rank
+    waiting on messages at once can be mistaken for a deadlock.
     """
 
     def __init__(self, name: str = "comm"):
