@@ -61,6 +61,7 @@ class StepReport:
     bubble: float
     memory: dict[str, float]
     gpu: GPUSpec = field(default=H100)
+    gpus_per_node: int = 8
 
     @property
     def exposed(self) -> float:
@@ -95,10 +96,9 @@ class StepReport:
         """One line per kind of call, then the step; widths fit 100 characters."""
         head = f"{'strategy':9s}{'collective':15s}{'group':21s}{'calls':>6s}{'MB/call':>9s}"
         head += f"{'NVLink GB':>10s}{'net GB':>8s}{'time ms':>9s}{'exposed':>9s}"
-        lines = [
-            f"{self.model.name}, {self.layout.describe()}, {self.layout.world} GPUs ({self.topology})",
-            head,
-        ]
+        nodes = -(-self.layout.world // self.gpus_per_node)
+        title = f"{self.model.name}, {self.layout.describe()}: {self.layout.world} GPUs"
+        lines = [f"{title}, {nodes} nodes of {self.gpus_per_node}", head]
         for r in self.rows:
             c = r.comm
             lines.append(
@@ -106,10 +106,12 @@ class StepReport:
                 f"{r.nvlink_bytes / 1e9:10.2f}{r.network_bytes / 1e9:8.2f}{r.time * 1e3:9.1f}{r.exposed * 1e3:9.1f}"
             )
         lines.append(
-            f"compute {self.compute * 1e3:.0f} ms + exposed communication {self.exposed * 1e3:.0f} ms + bubble "
-            f"{self.bubble * 1e3:.0f} ms = step {self.step * 1e3:.0f} ms; MFU {100 * self.mfu:.0f} %; "
-            f"memory {self.memory['total'] / 1e9:.0f} GB of {self.gpu.hbm_bytes / 1e9:.0f}"
+            f"compute {self.compute * 1e3:.0f} ms + exposed communication {self.exposed * 1e3:.0f} ms "
+            f"+ bubble {self.bubble * 1e3:.0f} ms = step {self.step * 1e3:.0f} ms (MFU {100 * self.mfu:.0f} %)"
         )
+        mem = ", ".join(f"{k} {v / 1e9:.1f}" for k, v in self.memory.items() if k != "total")
+        total = f"{self.memory['total'] / 1e9:.1f} of {self.gpu.hbm_bytes / 1e9:.0f}"
+        lines.append(f"memory per GPU, GB: {mem}; total {total}")
         return "\n".join(lines)
 
 
@@ -170,6 +172,5 @@ def step_time(
         rows.append(Row(c, where, t, price.nvlink_bytes * c.calls, price.network_bytes * c.calls, hidden))
     per_micro = sum(r.exposed for r in rows if r.comm.strategy in ("TP", "SP", "CP", "EP", "PP"))
     bubble = (layout.pp - 1) / (layout.virtual * m) * (compute + per_micro)
-    return StepReport(
-        model, layout, topology.name, rows, compute, bubble, memory_per_gpu(model, layout, gpu), gpu
-    )
+    memory = memory_per_gpu(model, layout, gpu)
+    return StepReport(model, layout, topology.name, rows, compute, bubble, memory, gpu, links.gpus_per_node)
