@@ -34,6 +34,11 @@ def _grad_diff(got: M.Params, want: M.Params) -> float:
     return max(_diff(g[k], w[k]) for g, w in zip(got, want) for k in g)
 
 
+def _divides(rank: int, what: str, n: int, p: int) -> None:
+    if n % p:
+        raise ValueError(f"rank {rank}: the config's {what} ({n}) must be a multiple of the world size {p}")
+
+
 def worst(per_rank: list[dict[str, float]]) -> float:
     """The largest difference over ranks and quantities."""
     return max(max(d.values()) for d in per_rank)
@@ -43,6 +48,7 @@ def check_dp(rank: int, overlap: bool = False, bucket_bytes: int = 1 << 10, cfg:
     """Data parallelism: the batch split over ranks, gradients all-reduced in buckets."""
     p = api.get_world_size()
     cfg = cfg or M.BlockConfig(batch=2 * p)
+    _divides(rank, "batch", cfg.batch, p)
     y_ref, g_ref, _ = M.reference(cfg)
     params = M.leaves(M.init_params(cfg))
     x, t = M.batch(cfg)
@@ -56,6 +62,7 @@ def check_fsdp(rank: int, replicate: int = 1, prefetch: bool = True, cfg: M.Bloc
     """ZeRO-3 over ``world / replicate`` ranks, replicated ``replicate`` times (HSDP)."""
     p = api.get_world_size()
     cfg = cfg or M.BlockConfig(batch=2 * p)
+    _divides(rank, "batch", cfg.batch, p)
     y_ref, g_ref, _ = M.reference(cfg)
     mesh = Mesh({"replicate": replicate, "shard": p // replicate})
     like = M.init_params(cfg)
@@ -91,6 +98,7 @@ def check_sp(rank: int, regather: bool = True, cfg: M.BlockConfig | None = None)
     """Sequence parallelism: tensor parallelism with the sequence split between its regions."""
     p = api.get_world_size()
     cfg = cfg or M.BlockConfig(heads=2 * p, d=4 * p, ffn=8 * p, seq=4 * p)
+    _divides(rank, "seq", cfg.seq, p)
     y_ref, g_ref, xg_ref = M.reference(cfg)
     params = tp.shard_tp(M.init_params(cfg), rank, p)
     x, t = M.batch(cfg)
@@ -111,6 +119,7 @@ def check_cp(rank: int, variant: str = "ring", cfg: M.BlockConfig | None = None)
     """Context parallelism: the sequence split, attention by a ring or by an all-gather."""
     p = api.get_world_size()
     cfg = cfg or M.BlockConfig(seq=3 * p)
+    _divides(rank, "seq", cfg.seq, p)
     y_ref, g_ref, xg_ref = M.reference(cfg)
     params = M.leaves(M.init_params(cfg))
     x, t = M.batch(cfg)

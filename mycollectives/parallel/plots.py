@@ -84,7 +84,7 @@ def plot_steps(reports: Sequence[StepReport], ax=None, labels: Sequence[str] | N
         )
     ax.set_yticks(range(len(reports)), labels[::-1], fontsize=8)
     ax.set_xlabel("seconds per training step")
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.18 - 0.6 / len(reports)), ncols=4)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax.set_xlim(0, max(r.step for r in reports) * 1.25)
     return ax
 
@@ -102,7 +102,8 @@ def plot_link_bytes(report: StepReport, ax=None):
     ax.bar(x - 0.2, [d[n]["nvlink"] / 1e9 for n in names], 0.4, label="NVLink", color="tab:green")
     ax.bar(x + 0.2, [d[n]["network"] / 1e9 for n in names], 0.4, label="network", color="tab:orange")
     ax.set_xticks(x, names)
-    ax.set_ylabel("GB sent per GPU per step")
+    ax.set_ylabel("GB sent per GPU per step (log)")
+    ax.set_yscale("log")
     ax.set_title(f"{report.model.name}, {report.layout.describe()}", fontsize=9)
     ax.legend(fontsize=8)
     return ax

@@ -148,9 +148,13 @@ def data_parallel_comms(
     model: ModelConfig, lay: Layout, psi: float, axes: tuple[str, ...], what: str = "dense"
 ) -> list[Comm]:
     """The data-parallel calls for ``psi`` parameters per GPU, reduced over ``axes``
-    (DDP's all-reduce; ZeRO-1/2's reduce-scatter and all-gather; FSDP's; HSDP's)."""
+    (DDP's all-reduce; ZeRO-1/2's reduce-scatter and all-gather; FSDP's; HSDP's).
+
+    FSDP and HSDP gather and reduce-scatter one layer at a time: ``L/pp``
+    calls of ``Psi / (L/pp)`` per pass, so each pays its own latency.
+    """
     grads, params, m = psi * model.grad_bytes, psi * model.param_bytes, lay.microbatches
-    tag = "" if what == "dense" else " (experts)"
+    tag = "" if what == "dense" else " exp"
     if lay.zero == 0:
         return [Comm("DP" + tag, "all_reduce", axes, grads, 1, "backward", "AR(Psi g) once per step")]
     if lay.zero in (1, 2):
@@ -158,22 +162,43 @@ def data_parallel_comms(
             Comm("ZeRO" + tag, "reduce_scatter", axes, grads, 1, "backward", "RS(Psi g) once per step"),
             Comm("ZeRO" + tag, "all_gather", axes, params, 1, "forward", "AG(Psi p) once per step"),
         ]
-    if lay.shard is None or what != "dense":
-        return [
-            Comm("FSDP" + tag, "all_gather", axes, params, 2 * m, "compute", "2 m x AG(Psi p)"),
-            Comm("FSDP" + tag, "reduce_scatter", axes, grads, m, "compute", "m x RS(Psi g)"),
-        ]
-    shard_axes = ("cp", "shard")
-    sharded = grads / (lay.cp * lay.shard)
-    return [
+    units = lay.layers_per_stage(model)
+    name, group = ("FSDP" + tag, axes) if lay.shard is None or what != "dense" else ("HSDP", ("cp", "shard"))
+    where = "" if name != "HSDP" else " in the shard group"
+    out = [
         Comm(
-            "HSDP", "all_gather", shard_axes, params, 2 * m, "compute", "2 m x AG(Psi p) in the shard group"
+            name,
+            "all_gather",
+            group,
+            params / units,
+            2 * m * units,
+            "compute",
+            f"2 m L/pp x AG(Psi p / (L/pp)){where}",
         ),
-        Comm("HSDP", "reduce_scatter", shard_axes, grads, m, "compute", "m x RS(Psi g) in the shard group"),
         Comm(
-            "HSDP", "all_reduce", ("replicate",), sharded, 1, "backward", "AR(Psi g / shard) across replicas"
+            name,
+            "reduce_scatter",
+            group,
+            grads / units,
+            m * units,
+            "compute",
+            f"m L/pp x RS(Psi g / (L/pp)){where}",
         ),
     ]
+    if name == "HSDP":
+        sharded = grads / (lay.cp * lay.shard)
+        out.append(
+            Comm(
+                "HSDP",
+                "all_reduce",
+                ("replicate",),
+                sharded,
+                1,
+                "backward",
+                "AR(Psi g / shard) across replicas",
+            )
+        )
+    return out
 
 
 def _size(lay: Layout, axes: tuple[str, ...]) -> int:
