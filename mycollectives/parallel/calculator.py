@@ -115,9 +115,6 @@ class StepReport:
         return "\n".join(lines)
 
 
-WINDOWS = ("backward", "forward", "compute", "attention", "matmul")
-
-
 def step_time(
     model: ModelConfig,
     layout: Layout,
