@@ -2,7 +2,7 @@
 
 Each ``check_*`` raises ``AssertionError`` saying what is wrong, or prints
 what was right. Numbers come from the package's calculator
-(:mod:`mycollectives.parallel`), so the notebook shows the question and not
+(``mycollectives.parallel``), so the notebook shows the question and not
 the answer. The design checks accept any layout that is valid, uses every
 GPU, keeps the batch, fits in memory, and whose step the calculator prices
 (compute at the GPU's bf16 peak) within ``slack`` of the fastest layout its

@@ -3,15 +3,15 @@
 Each is a ``torch.autograd.Function`` around one of the package's
 collectives whose backward is the collective's *transpose*:
 
-==========================  ===========================  ==========================
-function                    forward                      backward
-==========================  ===========================  ==========================
-:func:`copy_to`             identity                     all-reduce (Megatron's f)
-:func:`reduce_from`         all-reduce                   identity (Megatron's g)
-:func:`gather_rows`         all-gather on dim 0          reduce-scatter on dim 0
-:func:`reduce_scatter_rows` reduce-scatter on dim 0      all-gather on dim 0
-:func:`all_to_all`          all-to-all of rows           the all-to-all back
-==========================  ===========================  ==========================
+============================  ===========================  ==========================
+function                      forward                      backward
+============================  ===========================  ==========================
+:func:`copy_to`               identity                     all-reduce (Megatron's f)
+:func:`reduce_from`           all-reduce                   identity (Megatron's g)
+:func:`gather_rows`           all-gather on dim 0          reduce-scatter on dim 0
+:func:`scatter_rows`          reduce-scatter on dim 0      all-gather on dim 0
+:func:`all_to_all`            all-to-all of rows           the all-to-all back
+============================  ===========================  ==========================
 
 Ring algorithms by default, so that the bytes a trace counts are the ring's
 ``2 (p - 1) / p n`` (all-reduce) and ``(p - 1) / p n`` (gather, scatter).

@@ -5,7 +5,8 @@ A :class:`ModelConfig` is a Llama-like decoder: grouped-query attention
 of width ``ffn`` (three matrices), RMSNorm, untied input and output
 embeddings, and optionally ``experts`` MLPs per layer of which each token
 uses ``top_k``. The presets are Llama 3's 8B, 70B and 405B, with the
-shapes of Table 3 of Dubey et al. (2024) (``dubey2024llama3``).
+shapes of Dubey et al. (2024) (``dubey2024llama3``), the same as the
+models' published ``config.json``.
 
 >>> round(LLAMA3_70B.params / 1e9, 2)  # Austin et al. count 70.4e9, rounding attention to 12e9
 70.55
@@ -62,7 +63,7 @@ class ModelConfig:
 
     @property
     def kv_dim(self) -> int:
-        """Width of K (and of V): ``kv_heads * head_dim``."""
+        """The width of K (and of V), ``kv_heads * head_dim``."""
         return self.kv_heads * self.head_dim
 
     @property
@@ -71,12 +72,12 @@ class ModelConfig:
 
     @property
     def attention_params(self) -> int:
-        """Per layer: ``W_q``, ``W_o`` (``h x h``) and ``W_k``, ``W_v`` (``h x kv_dim``)."""
+        """The attention parameters of a layer, ``W_q`` and ``W_o`` (``h x h``), ``W_k`` and ``W_v`` (``h x kv_dim``)."""
         return 2 * self.hidden * self.hidden + 2 * self.hidden * self.kv_dim
 
     @property
     def mlp_params(self) -> int:
-        """One SwiGLU MLP: gate, up and down projections."""
+        """The parameters of one SwiGLU MLP (gate, up and down projections)."""
         return 3 * self.hidden * self.ffn
 
     @property
@@ -99,7 +100,7 @@ class ModelConfig:
         return self.params - self.layers * (self.experts - self.top_k) * self.mlp_params
 
     def flops_per_token(self) -> float:
-        """Training FLOPs per token: ``6`` per active parameter that multiplies (forward 2,
+        """Training FLOPs per token, ``6`` per active parameter that multiplies (forward 2,
         backward 4; the input embedding is a lookup), plus causal attention's scores and
         weighted sum, ``6 L s h`` (half of the ``12 L s h`` of full attention)."""
         matmul = self.active_params - self.vocab * self.hidden

@@ -12,7 +12,7 @@
 
 Backward, the two all-to-alls run again the other way. Each rank sends about
 ``k T d (p-1)/p`` elements per all-to-all for ``T`` tokens of width ``d``,
-four times per layer and step. :mod:`.ep_hier` sends them in two hops instead.
+four times per layer and step. ``ep_hier.py`` sends them in two hops instead.
 """
 
 from __future__ import annotations

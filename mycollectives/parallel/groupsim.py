@@ -6,8 +6,8 @@ time (eight data-parallel all-reduces, one per tensor-parallel rank, say),
 on ranks that are not consecutive, and those groups share links. This
 module builds the schedule of one group once, maps each group's ranks to
 its GPUs, and plays all of them round by round on the topology with the
-simulator's own pieces: routes from :meth:`~mycollectives.topology.Topology.route`,
-links shared max-min fairly (:func:`mycollectives.sim.drain`), a round's
+simulator's own pieces: routes from :meth:`~mycollectives.topology.graph.Topology.route`,
+links shared max-min fairly (``mycollectives.sim.drain``), a round's
 step latency from the protocol. With a single group of consecutive ranks it
 gives the simulator's answer (a test holds it to that).
 """

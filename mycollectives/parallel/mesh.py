@@ -8,7 +8,7 @@ a ``dp`` group are 4 apart. ``mesh.group("tp")`` is this rank's
 :class:`SubGroup` along that axis: a transport that any collective of the
 package accepts as ``group=``.
 
-A :class:`Stream` runs communication in a background thread, in order, the
+A ``Stream`` runs communication in a background thread, in order, the
 way a CUDA stream runs NCCL kernels beside the compute stream: FSDP's
 prefetch and DDP's overlapped buckets are calls put on a stream. Calls on
 different streams may be in flight at once, so each stream talks through
