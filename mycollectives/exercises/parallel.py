@@ -192,8 +192,8 @@ def check_design(name: str, layout: Layout | None, slack: float = 0.15) -> StepR
         f"(recompute {best.layout.recompute}) takes {best.step:.2f} s. Where does your step lose time?"
     )
     print(
-        f"Correct: {mine.step:.2f} s per step, within {100 * slack:.0f} % of the fastest layout the search "
-        f"found ({best.layout.describe()}, {best.step:.2f} s)"
+        f"Correct: {mine.step:.2f} s per step, within {100 * slack:.0f} % of the fastest layout found\n"
+        f"({best.layout.describe()}, {best.step:.2f} s)"
     )
     return mine
 

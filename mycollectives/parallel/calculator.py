@@ -109,7 +109,13 @@ class StepReport:
             f"compute {self.compute * 1e3:.0f} ms + exposed communication {self.exposed * 1e3:.0f} ms "
             f"+ bubble {self.bubble * 1e3:.0f} ms = step {self.step * 1e3:.0f} ms (MFU {100 * self.mfu:.0f} %)"
         )
-        mem = ", ".join(f"{k} {v / 1e9:.1f}" for k, v in self.memory.items() if k != "total")
+        short = {
+            "parameters": "params",
+            "gradients": "grads",
+            "optimizer": "optimizer",
+            "activations": "acts",
+        }
+        mem = ", ".join(f"{short[k]} {v / 1e9:.1f}" for k, v in self.memory.items() if k != "total")
         total = f"{self.memory['total'] / 1e9:.1f} of {self.gpu.hbm_bytes / 1e9:.0f}"
         lines.append(f"memory per GPU, GB: {mem}; total {total}")
         return "\n".join(lines)
