@@ -437,3 +437,20 @@ def test_plots_draw():
     plot_link_bytes(reports[0])
     plt.close("all")
     assert np.isfinite([r.step for r in reports]).all()
+
+
+def test_widget_panel_builds_and_redraws_on_a_slider_change(monkeypatch):
+    pytest.importorskip("ipywidgets")
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from mycollectives.parallel.plots import panel
+
+    box = panel(LLAMA3_8B, cluster("dgx_h100", 2), gpus=64, layout=Layout(tp=8, dp=8))
+    sliders = [w for row in box.children[:2] for w in row.children]
+    tp_slider = next(w for w in sliders if w.description == "tp")
+    tp_slider.value = 4  # redraws: tp 4 x dp 16
+    cp_slider = next(w for w in sliders if w.description == "cp")
+    cp_slider.value = 32  # tp x cp = 128 > 64 GPUs: the panel prints why, and raises nothing
+    plt.close("all")
