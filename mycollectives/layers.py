@@ -25,7 +25,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("consumers of schedules", ("verify", "plan", "cost")),
     ("execution and choice", ("executor", "loadstore", "auto")),
     ("API", ("api",)),
-    ("above the API", ("pingpong", "patch", "sim", "viz", "bench", "exercises", "memory", "layers")),
+    ("above the API", ("pingpong", "patch", "sim", "viz", "bench", "exercises", "memory", "parallel", "layers")),
     ("the package", ("",)),
 )
 

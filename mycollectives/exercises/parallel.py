@@ -1,0 +1,210 @@
+"""Check functions for the exercises of chapter 5 (what each parallelism communicates).
+
+Each ``check_*`` raises ``AssertionError`` saying what is wrong, or prints
+what was right. Numbers come from the package's calculator
+(``mycollectives.parallel``), so the notebook shows the question and not
+the answer. The design checks accept any layout that is valid, uses every
+GPU, keeps the batch, fits in memory, and whose step the calculator prices
+(compute at the GPU's bf16 peak) within ``slack`` of the fastest layout its
+search finds; they print the calculator's breakdown of the reader's layout
+beside the fastest. The mixture-of-experts problem rules out pipelines.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+
+from ..parallel import costs, traffic
+from ..parallel.calculator import StepReport, step_time
+from ..parallel.config import LLAMA3_8B, LLAMA3_70B, LLAMA3_405B, ModelConfig
+from ..parallel.layout import Layout
+from ..parallel.search import search
+from ..topology import cluster
+from ..transport import LocalWorld
+
+# Mixtral 8x7B (Jiang et al. 2024): 32 layers, hidden 4096, 32 heads (8 KV), expert width 14336,
+# 8 experts of which 2 per token, vocabulary 32000; sequences of 4096 tokens here.
+MIXTRAL_8X7B = ModelConfig("Mixtral 8x7B", 32, 4096, 32, 8, 14336, 32000, 4096, experts=8, top_k=2)
+
+
+def _need(answer: object, what: str) -> None:
+    assert answer is not None, f"replace None with your answer: {what}"
+
+
+def _close(answer, want: float, what: str, unit: str = "", rel: float = 0.02) -> None:
+    _need(answer, what)
+    got = float(answer)
+    assert math.isclose(got, want, rel_tol=rel), (
+        f"{what}: got {got:.4g}{unit}, off by {100 * (got / want - 1):+.1f}% from the expected value"
+    )
+    print(f"Correct: {what} = {got:.4g}{unit}")
+
+
+# --- numbers ---------------------------------------------------------------------------
+
+
+def tp_bytes(model: ModelConfig = LLAMA3_70B, tp: int = 8) -> float:
+    """Bytes one GPU sends per step for TP's all-reduces: one micro-batch of one sequence."""
+    lay = Layout(tp=tp)
+    c = next(c for c in traffic.comms(model, lay) if c.strategy == "TP")
+    return costs.cost(c, lay, costs.Links.of(cluster("dgx_h100", 2))).nvlink_bytes * c.calls
+
+
+def check_tp_bytes(answer: float | None) -> None:
+    """Chapter 5: TP's bytes per GPU and step for Llama 3 70B, tp=8, one 8192-token sequence."""
+    want = tp_bytes()
+    _need(answer, "bytes per GPU and step")
+    m = LLAMA3_70B
+    n = m.seq * m.hidden * m.act_bytes
+    if math.isclose(float(answer), want / 2, rel_tol=0.01):
+        raise AssertionError("that is the forward pass only: the backward pass all-reduces as often")
+    if math.isclose(float(answer), 4 * m.layers * n, rel_tol=0.01):
+        raise AssertionError(
+            "that counts the whole buffer per all-reduce; a ring all-reduce makes each rank send 2(t-1)/t of it"
+        )
+    _close(answer, want, "TP bytes per GPU per step", " B")
+
+
+def fsdp_network_bytes(model: ModelConfig = LLAMA3_8B, gpus: int = 64) -> float:
+    """Bytes one GPU sends into the network per step for ZeRO-3 over ``gpus`` GPUs, one micro-batch."""
+    lay = Layout(dp=gpus, zero=3)
+    links = costs.Links.of(cluster("dgx_h100", 2))
+    return sum(costs.cost(c, lay, links).network_bytes * c.calls for c in traffic.comms(model, lay))
+
+
+def check_fsdp_network_bytes(answer: float | None) -> None:
+    """Chapter 5: ZeRO-3 of Llama 3 8B on 8 DGX H100 nodes: bytes per GPU into the network."""
+    want = fsdp_network_bytes()
+    _need(answer, "bytes per GPU into the network")
+    psi = LLAMA3_8B.params * LLAMA3_8B.param_bytes
+    flat = 3 * 63 / 64 * psi
+    if math.isclose(float(answer), flat, rel_tol=0.01):
+        raise AssertionError(
+            "that is what a flat ring would put through every GPU's NIC; with 8 ranks per node the "
+            "gathers go two-level, and each GPU carries 1/8 of the inter-node part"
+        )
+    if math.isclose(float(answer), want * 2 / 3, rel_tol=0.01):
+        raise AssertionError(
+            "ZeRO-3 gathers the parameters twice (forward, backward) besides the reduce-scatter"
+        )
+    _close(answer, want, "FSDP bytes per GPU into the network per step", " B")
+
+
+# --- implement: the collective matmul --------------------------------------------------
+
+
+def check_collective_matmul(fn: Callable, world_sizes=(1, 2, 3, 4)) -> None:
+    """Chapter 5: ``fn(x, w)`` returns ``all_gather(x) @ w`` by ``p - 1`` ring steps of send/recv.
+
+    Sends are rendezvous (they complete when the receiver has posted its
+    receive), so an order that only works with buffered sends hangs, and is
+    reported. Each rank must send exactly ``p - 1`` messages, with no collective.
+    """
+    for p in world_sizes:
+        world = LocalWorld(p, timeout=5.0, eager_bytes=0)
+
+        def body(rank: int):
+            g = torch.Generator().manual_seed(rank)
+            x = torch.randn(3, 4, generator=g, dtype=torch.float64)
+            w = torch.randn(4, 5, generator=torch.Generator().manual_seed(99), dtype=torch.float64)
+            return fn(x, w)
+
+        try:
+            out = world.run(body, join_timeout=30)
+        except Exception as e:  # noqa: BLE001 - the reader's error, explained
+            raise AssertionError(f"on {p} ranks your function raised {type(e).__name__}: {e}") from None
+        xs = [
+            torch.randn(3, 4, generator=torch.Generator().manual_seed(r), dtype=torch.float64)
+            for r in range(p)
+        ]
+        w = torch.randn(4, 5, generator=torch.Generator().manual_seed(99), dtype=torch.float64)
+        want = torch.cat(xs) @ w
+        for r, got in enumerate(out):
+            assert isinstance(got, torch.Tensor) and got.shape == want.shape, (
+                f"on {p} ranks, rank {r} returned {type(got).__name__} "
+                f"{tuple(getattr(got, 'shape', ()))}; expected a tensor of shape {tuple(want.shape)}"
+            )
+            if not torch.allclose(got, want):
+                bad = int((got - want).abs().amax(dim=1).argmax())
+                raise AssertionError(
+                    f"on {p} ranks, rank {r}: row {bad} (rank {bad // 3}'s block) is wrong; "
+                    "at step j a rank holds the block of rank (r - j) mod p"
+                )
+        used = {e.collective for e in world.trace} - {"send"}
+        assert not used, f"your function called {sorted(used)}; use mc.isend and mc.irecv only"
+        for r in range(p):
+            n = sum(1 for e in world.trace if e.src == r)
+            assert n == p - 1, f"on {p} ranks, rank {r} sent {n} messages; the ring needs p - 1 = {p - 1}"
+    print(f"Correct: the collective matmul agrees on {list(world_sizes)} ranks, p - 1 messages per rank")
+
+
+# --- design problems ---------------------------------------------------------------------
+
+DESIGNS = {
+    "70b": dict(model=LLAMA3_70B, gpus=512, sequences=512, grid={}),
+    "405b-long": dict(
+        model=LLAMA3_405B.with_seq(131072),
+        gpus=16384,
+        sequences=128,
+        grid=dict(cp=(1, 2, 4, 8, 16, 32), pp=(1, 2, 4, 8, 16, 32)),
+    ),
+    "moe": dict(model=MIXTRAL_8X7B, gpus=32, sequences=256, grid=dict(ep=(1, 2, 4, 8), pp=(1,))),
+}
+
+
+def design(name: str) -> list[StepReport]:
+    """The calculator's search for design problem ``name``, fastest first."""
+    d = DESIGNS[name]
+    return search(d["model"], d["gpus"], d["sequences"], cluster("dgx_h100", 2), **d["grid"])
+
+
+def check_design(name: str, layout: Layout | None, slack: float = 0.15) -> StepReport:
+    """Chapter 5: ``layout`` solves design problem ``name`` within ``slack`` of the fastest found."""
+    _need(layout, "a Layout")
+    d = DESIGNS[name]
+    model, gpus, sequences = d["model"], d["gpus"], d["sequences"]
+    assert isinstance(layout, Layout), (
+        f"expected a mycollectives.parallel.layout.Layout, got {type(layout).__name__}"
+    )
+    assert layout.world == gpus, f"{layout.describe()} uses {layout.world} GPUs; the cluster has {gpus}"
+    batch = layout.dp * layout.microbatches * layout.micro_batch
+    assert batch == sequences, (
+        f"{layout.describe()}: dp x microbatches x micro_batch = {batch} sequences per step; "
+        f"the batch is {sequences}"
+    )
+    layout.check(model)
+    if name == "moe" and layout.pp > 1:
+        raise AssertionError("this problem rules out pipeline parallelism: use tp, ep and ZeRO")
+    topo = cluster("dgx_h100", 2)
+    mine = step_time(model, layout, topo)
+    gb = mine.memory["total"] / 1e9
+    assert mine.memory["total"] <= mine.gpu.hbm_bytes, (
+        f"{layout.describe()} needs {gb:.0f} GB per GPU, more than the H100's "
+        f"{mine.gpu.hbm_bytes / 1e9:.0f}: {', '.join(f'{k} {v / 1e9:.0f} GB' for k, v in mine.memory.items())}"
+    )
+    best = design(name)[0]
+    print(mine.table())
+    assert mine.step <= best.step * (1 + slack), (
+        f"{layout.describe()} takes {mine.step:.2f} s per step; {best.layout.describe()} "
+        f"(recompute {best.layout.recompute}) takes {best.step:.2f} s. Where does your step lose time?"
+    )
+    print(
+        f"Correct: {mine.step:.2f} s per step, within {100 * slack:.0f} % of the fastest layout found\n"
+        f"({best.layout.describe()}, {best.step:.2f} s)"
+    )
+    return mine
+
+
+__all__ = [
+    "MIXTRAL_8X7B",
+    "check_collective_matmul",
+    "check_design",
+    "check_fsdp_network_bytes",
+    "check_tp_bytes",
+    "design",
+    "fsdp_network_bytes",
+    "tp_bytes",
+]

@@ -1,0 +1,112 @@
+"""Chapter 5's exercise checks: right answers pass, wrong ones fail with a message that helps."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import mycollectives as mc
+from mycollectives.exercises import parallel as ex
+from mycollectives.parallel.config import LLAMA3_8B, LLAMA3_70B
+from mycollectives.parallel.layout import Layout
+
+
+def test_tp_bytes_right_and_wrong():
+    m, t = LLAMA3_70B, 8
+    right = 4 * m.layers * 2 * (t - 1) / t * m.seq * m.hidden * m.act_bytes
+    ex.check_tp_bytes(right)
+    with pytest.raises(AssertionError, match="forward pass only"):
+        ex.check_tp_bytes(right / 2)
+    with pytest.raises(AssertionError, match="2\\(t-1\\)/t"):
+        ex.check_tp_bytes(4 * m.layers * m.seq * m.hidden * m.act_bytes)
+    with pytest.raises(AssertionError, match="replace None"):
+        ex.check_tp_bytes(None)
+
+
+def test_fsdp_network_bytes_right_and_wrong():
+    psi = LLAMA3_8B.params * 2
+    right = 3 * 7 / 8 * psi / 8
+    ex.check_fsdp_network_bytes(right)
+    with pytest.raises(AssertionError, match="flat ring"):
+        ex.check_fsdp_network_bytes(3 * 63 / 64 * psi)
+    with pytest.raises(AssertionError, match="twice"):
+        ex.check_fsdp_network_bytes(2 * 7 / 8 * psi / 8)
+
+
+def ring_matmul(x, w):
+    r, p, n = mc.get_rank(), mc.get_world_size(), x.shape[0]
+    out = x.new_empty(p * n, w.shape[1])
+    held = x.contiguous()
+    for step in range(p):
+        src = (r - step) % p
+        if step < p - 1:
+            nxt = torch.empty_like(held)
+            recv = mc.irecv(nxt, (r - 1) % p)
+            send = mc.isend(held, (r + 1) % p)
+        out[src * n : (src + 1) * n] = held @ w
+        if step < p - 1:
+            recv.wait()
+            send.wait()
+            held = nxt
+    return out
+
+
+def test_collective_matmul_right_answer_passes(capsys):
+    ex.check_collective_matmul(ring_matmul)
+    assert "p - 1 messages per rank" in capsys.readouterr().out
+
+
+def test_collective_matmul_that_sends_first_hangs_and_is_told():
+    def blocking(x, w):
+        r, p, n = mc.get_rank(), mc.get_world_size(), x.shape[0]
+        out, held = x.new_empty(p * n, w.shape[1]), x
+        for step in range(p):
+            out[((r - step) % p) * n : ((r - step) % p + 1) * n] = held @ w
+            if step < p - 1:
+                mc.send(held, (r + 1) % p)  # every rank sends first: rendezvous sends deadlock
+                nxt = torch.empty_like(held)
+                mc.recv(nxt, (r - 1) % p)
+                held = nxt
+        return out
+
+    with pytest.raises(AssertionError, match="deadlock|raised"):
+        ex.check_collective_matmul(blocking, world_sizes=(2,))
+
+
+def test_collective_matmul_with_blocks_in_the_wrong_place_is_told():
+    def wrong(x, w):
+        out = ring_matmul(x, w)
+        return out.roll(3, dims=0)
+
+    with pytest.raises(AssertionError, match="block"):
+        ex.check_collective_matmul(wrong, world_sizes=(2, 3))
+
+
+def test_collective_matmul_with_a_collective_is_refused():
+    def gathered(x, w):
+        p = mc.get_world_size()
+        full = x.new_empty(p * x.shape[0], x.shape[1])
+        mc.all_gather_into_tensor(full, x)
+        return full @ w
+
+    with pytest.raises(AssertionError, match="isend and mc.irecv only"):
+        ex.check_collective_matmul(gathered, world_sizes=(2,))
+
+
+def test_design_accepts_a_good_layout_and_refuses_bad_ones():
+    ex.check_design("moe", Layout(dp=32, ep=8, zero=1, microbatches=8))
+    with pytest.raises(AssertionError, match="uses 16 GPUs"):
+        ex.check_design("moe", Layout(dp=16, ep=8, zero=1, microbatches=16))
+    with pytest.raises(AssertionError, match="256"):
+        ex.check_design("moe", Layout(dp=32, ep=8, zero=1, microbatches=4))
+    with pytest.raises(AssertionError, match="more than the H100"):
+        ex.check_design("moe", Layout(dp=32, zero=0, microbatches=8))
+    with pytest.raises(AssertionError, match="rules out pipeline"):
+        ex.check_design("moe", Layout(pp=2, dp=16, ep=8, zero=1, microbatches=16))
+    with pytest.raises(AssertionError, match="Where does your step lose time"):
+        ex.check_design("moe", Layout(tp=2, sp=True, dp=16, ep=8, zero=3, microbatches=16, recompute="full"))
+
+
+def test_design_answers_of_the_chapter_pass():
+    ex.check_design("70b", Layout(dp=512, zero=3, recompute="full"))
+    ex.check_design("405b-long", Layout(tp=8, sp=True, cp=32, pp=8, dp=8, zero=1, microbatches=16))
