@@ -119,7 +119,14 @@ class Launch:
             heap, offsets = found
             like = next(iter(buffers.values()))
             loadstore.execute(
-                self.schedule, heap, offsets, like.dtype, combine, self.options.timeout, self.fn
+                self.schedule,
+                heap,
+                offsets,
+                like.dtype,
+                combine,
+                self.options.timeout,
+                self.fn,
+                ready=as_given and self.checked_in_heap,
             )
             return
         if TMP in self.schedule.buffers and TMP not in buffers:
