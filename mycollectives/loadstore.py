@@ -69,7 +69,14 @@ def _views(schedule: Schedule, handle, offsets: dict[int, int], dtype: torch.dty
     out = []
     for items, any_late in reads(schedule, me):
         views = [
-            (region(src, sbuf, soff, count), region(me, dbuf, doff, count), src, red, late, (dbuf, doff, count))
+            (
+                region(src, sbuf, soff, count),
+                region(me, dbuf, doff, count),
+                src,
+                red,
+                late,
+                (dbuf, doff, count),
+            )
             for src, sbuf, soff, dbuf, doff, count, red, late in items
         ]
         out.append((views, any_late))
