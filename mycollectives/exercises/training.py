@@ -2,7 +2,7 @@
 
 Each check takes the reader's numbers and choice, computes the expected ones
 from the collectives' records (:mod:`mycollectives.collectives`: the bytes
-a rank must move) and the link figures of :data:`~.primitives.LINKS`, and
+a rank must move) and the link figures of :data:`~mycollectives.exercises.primitives.LINKS`, and
 explains a typical wrong answer: a ring's bytes counted as ``2n``, the
 second all-gather of FSDP forgotten, NCCL's base latency charged per step.
 """
