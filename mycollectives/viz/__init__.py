@@ -9,7 +9,7 @@ ipywidgets too.
 
 from __future__ import annotations
 
-from .animation import animate, step_through, to_html
+from .animation import animate, play, step_through, to_html
 from .buffers import buffer_states, chunk_bounds, chunk_label, draw_buffers, mask_colours, rank_colours
 from .costs import choice_map, message_times, pingpong_fit, size_label, time_per_byte
 from .diagrams import draw_tree, spacetime, spacetime_trace
@@ -35,6 +35,7 @@ __all__ = [
     "draw_round",
     "ring_positions",
     "animate",
+    "play",
     "to_html",
     "step_through",
     "link_heatmap",

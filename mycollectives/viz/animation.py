@@ -4,6 +4,7 @@
 round: the round's arrows on the left, every rank's buffer on the right.
 ``to_html(anim)`` turns it into self-contained HTML and JavaScript
 (matplotlib's ``to_jshtml``) that plays in the rendered book with no kernel.
+:func:`play` is the two together, ready for a notebook to display.
 :func:`step_through` is the live-notebook version: an ipywidgets slider that
 redraws the same two panels.
 """
@@ -96,6 +97,14 @@ def to_html(anim, glyphs: bool = True) -> str:
             html = html.replace(f'<i class="{icon}"></i>', text)
         html = _REMOTE_CSS.sub("", html)
     return html
+
+
+def play(schedule: Schedule, topology: Topology | None = None, interval: int = 900):
+    """``schedule``'s animation as an object a notebook displays: the player of
+    :func:`to_html` around :func:`animate` (chapters 3 and 3b)."""
+    from IPython.display import HTML
+
+    return HTML(to_html(animate(schedule, topology, interval)))
 
 
 def step_through(schedule: Schedule, topology: Topology | None = None) -> VBox:
