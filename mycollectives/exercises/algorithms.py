@@ -133,7 +133,7 @@ def check_pat_messages(
     passed(f"Correct: PAT on {world_size} ranks: {messages} messages, the largest {largest:,} B")
 
 
-#: The all-reduce design problem: 24 ranks, 10 us per message, 25 GB/s, no reduction cost.
+#: The all-reduce design problem's machine, for 24 ranks, 10 us per message, 25 GB/s and no reduction cost.
 DESIGN_MACHINE = Machine(alpha=10e-6, beta=1 / 25e9, gamma=0.0)
 DESIGN_ALL_REDUCE = ("ring", "recursive_doubling", "rabenseifner", "reduce_broadcast", "double_binary_tree")
 
@@ -161,7 +161,7 @@ def choice_line(answer: object, collective: str, p: int, nbytes: int, machine: M
 
 def check_all_reduce_design(small: Sequence | None, large: Sequence | None) -> None:
     """Chapter 3's first design problem: the all-reduce for 8 KiB and for 1 GiB on
-    24 ranks of :data:`DESIGN_MACHINE`, each as ``(algorithm, seconds)``."""
+    24 ranks of ``DESIGN_MACHINE``, each as ``(algorithm, seconds)``."""
     passed(
         choice_line(small, "all_reduce", 24, 8 << 10, DESIGN_MACHINE, DESIGN_ALL_REDUCE),
         choice_line(large, "all_reduce", 24, 1 << 30, DESIGN_MACHINE, DESIGN_ALL_REDUCE),

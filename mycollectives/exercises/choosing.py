@@ -55,7 +55,7 @@ def check_builder(
     passed(f"Correct: verified for {cases} calls (p = 1..8, counts 0, 1, 3)")
 
 
-#: The calibration problem: ring all-reduce on 8 ranks, measured at two sizes.
+#: The two sizes at which the calibration problem's ring all-reduce (8 ranks) was measured.
 CALIBRATION_SIZES = (64 << 10, 64 << 20)
 _TRUE = Machine(alpha=12e-6, beta=1e-10, gamma=0.0)  # what the "measurements" were made with
 
@@ -107,14 +107,14 @@ def check_calibration_design(
     passed(*lines)
 
 
-#: The all-to-all problem: 64 ranks, 10 us per message, 25 GB/s.
+#: The all-to-all problem's machine (64 ranks), 10 us per message and 25 GB/s.
 A2A_MACHINE = Machine(alpha=10e-6, beta=1 / 25e9, gamma=0.0)
 A2A_MENU = ("linear", "pairwise", "bruck")
 
 
 def check_all_to_all_design(small: Sequence | None, large: Sequence | None) -> None:
     """Chapter 3b's second design problem: the all-to-all on 64 ranks of
-    :data:`A2A_MACHINE` for 64 KiB and for 64 MiB per rank, each ``(algorithm, seconds)``."""
+    ``A2A_MACHINE`` for 64 KiB and for 64 MiB per rank, each ``(algorithm, seconds)``."""
     passed(
         choice_line(small, "all_to_all", 64, 64 << 10, A2A_MACHINE, A2A_MENU),
         choice_line(large, "all_to_all", 64, 64 << 20, A2A_MACHINE, A2A_MENU),
