@@ -1,4 +1,4 @@
-"""``algorithm="auto"``: the algorithm the cost model finds fastest (chapter 3).
+"""``algorithm="auto"``: the algorithm the cost model finds fastest (chapter 3b).
 
 Like NCCL's tuner, which times every algorithm and protocol as
 ``latency + bytes / bandwidth`` and takes the minimum, :func:`choose` counts

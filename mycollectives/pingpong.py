@@ -53,7 +53,7 @@ def measure_gamma(nbytes: int = 1 << 22, reps: int = 5, device=None) -> float:
 def calibrate(group=None, sizes=None, reps: int = 5, device=None) -> Calibration:
     """Fit the alpha-beta-gamma model on ``group`` (call on every rank).
 
-    Introduced in the book's chapter 2 (point-to-point); chapter 3 feeds the
+    Introduced in the book's chapter 2 (point-to-point); chapter 3b feeds the
     result to :func:`mycollectives.cost.predict`.
     """
     t = resolve_group(group)

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import mycollectives as mc
 from mycollectives.bench import busbw_factor, parse_size, sizes
 from mycollectives.bench.cli import algorithm_list, parser
 from mycollectives.bench.factors import bandwidths
@@ -506,3 +507,27 @@ def test_mpi_ratio_table_reads_recorded_runs(tmp_path):
     assert "all_reduce (p=2)" in table and "1.50x" in table and "0.50x" in table and "9.5 GB/s" in table
     assert format_size(1 << 16) == "64K" and format_size(3 << 20) == "3M" and format_size(1000) == "1000"
     assert "no recorded runs" in ratio_table([])
+
+
+def test_local_timing_gives_bench_results_and_a_model_can_be_judged_on_them():
+    from mycollectives.bench.local import time_local, trace_call
+    from mycollectives.bench.predicted import compare, fit_results, median_error, winners_agree
+
+    menu = {"all_reduce": ("ring", "recursive_doubling"), "barrier": ("dissemination",)}
+    results = time_local(3, menu, [256, 4096, 65536], reps=2)
+    keys = {(r.collective, r.algorithm, r.size) for r in results}
+    assert keys == {("all_reduce", a, n) for a in menu["all_reduce"] for n in (256, 4096, 65536)} | {
+        ("barrier", "dissemination", 0)
+    }
+    assert all(len(r.times_us) == 2 and r.time_us > 0 and r.world_size == 3 for r in results)
+    ours = [r for r in results if r.collective == "all_reduce"]
+    model = Textbook()
+    params = fit_results(ours, model, model.start(Machine(1e-5, 1e-9, 1e-9)), stat="min", min_bytes=0)
+    points = compare(ours, model, params, stat="min", min_bytes=0)
+    assert len(points) == 6 and median_error(points) >= 0
+    agree, total = winners_agree(points)
+    assert total == 3 and 0 <= agree <= 3
+    with pytest.raises(ValueError, match="two sizes"):
+        fit_results(ours, model, params, stat="min")  # nothing from 64 KiB up but one size
+    events = trace_call(4, lambda t: mc.all_reduce(t, algorithm="ring"), 1 << 12)
+    assert len(events) == 4 * 2 * 3 and {e.collective for e in events} == {"all_reduce"}

@@ -123,7 +123,7 @@ def test_calibrate_on_a_local_world_agrees_on_every_rank():
     assert all(r.machine == m for r in res)
     assert m.alpha >= 0 and m.beta >= 0 and m.gamma > 0
     assert len(res[0].times) == 3 and np.isfinite(res[0].r2)
-    assert "R^2" in res[0].report() and len(res[0].report().splitlines()) == 2 + 3
+    assert "R^2" in res[0].report() and len(res[0].report().splitlines()) == 3 + 3
 
 
 def test_calibrate_needs_two_ranks():

@@ -12,9 +12,12 @@ from mycollectives.cost import Machine
 from mycollectives.exercises import ExerciseFailure, check_collective
 from mycollectives.exercises.algorithms import (
     busiest_sender,
+    check_all_reduce_design,
+    check_broadcast_design,
     check_crossover,
     check_network_bytes,
     check_pat_messages,
+    check_ring_and_doubling,
     check_rounds_and_bytes,
     network_bytes,
     pat_messages,
@@ -50,6 +53,45 @@ def test_rounds_and_bytes_wrong():
         check_rounds_and_bytes((4, 6 * MiB), "all_reduce", "recursive_doubling", 6, 3 * MiB)
     with pytest.raises(AssertionError, match="give a pair"):
         check_rounds_and_bytes((10,), "all_reduce", "ring", 6, 3 * MiB)
+
+
+def test_ring_and_doubling_together(capsys):
+    check_ring_and_doubling((10, 5 * MiB), (4, 9 * MiB))
+    assert capsys.readouterr().out.count("Correct") == 2
+    with pytest.raises(AssertionError, match="fold"):
+        check_ring_and_doubling((10, 5 * MiB), (3, 9 * MiB))  # the ring right, recursive doubling not
+    assert capsys.readouterr().out == ""
+
+
+def test_all_reduce_design(capsys):
+    small = ("recursive_doubling", 6 * (10e-6 + (8 << 10) / 25e9))
+    large = ("ring", 46 * (10e-6 + (1 << 30) / 24 / 25e9))
+    check_all_reduce_design(small, large)
+    assert capsys.readouterr().out.count("Correct") == 2
+    with pytest.raises(AssertionError, match="ring takes .*x the fastest"):
+        check_all_reduce_design(("ring", 460e-6), large)
+    with pytest.raises(AssertionError, match="rabenseifner takes"):
+        check_all_reduce_design(small, ("rabenseifner", 0.19))
+    with pytest.raises(AssertionError, match="time"):
+        check_all_reduce_design(small, ("ring", 0.0413))  # the bandwidth term of one direction
+    with pytest.raises(AssertionError, match="choose one of"):
+        check_all_reduce_design(("direct", 1e-3), large)
+    assert capsys.readouterr().out == ""
+
+
+def test_broadcast_design(capsys):
+    t = (30 + 1024) * (5e-6 + (2 << 30) * 1e-10 / 1024)
+    check_broadcast_design("chain", 1024, t)
+    assert capsys.readouterr().out.count("Correct") == 2
+    with pytest.raises(AssertionError, match="scatter_allgather takes .*which candidate"):
+        check_broadcast_design("scatter_allgather", None, 0.416)
+    with pytest.raises(AssertionError, match="too few"):
+        check_broadcast_design("chain", 64, 0.3)
+    with pytest.raises(AssertionError, match="too many"):
+        check_broadcast_design("chain", 65536, 0.3)
+    with pytest.raises(AssertionError, match="time"):
+        check_broadcast_design("chain", 1024, (2 << 30) * 1e-10)  # the limit, without the fill
+    assert capsys.readouterr().out == ""
 
 
 def test_crossover_right_and_wrong(capsys):

@@ -12,12 +12,14 @@ from mycollectives.exercises import ExerciseFailure, check_collective
 from mycollectives.exercises.primitives import (
     LINKS,
     check_all_gather_traffic,
+    check_alpha_beta,
     check_bound,
     check_busbw,
     check_half_bandwidth,
     check_message_time,
     check_ring_latency,
     check_ring_shift,
+    check_traffic_and_busbw,
 )
 
 SMALL = dict(world_sizes=(1, 2, 3, 4), counts=(0, 3, 5), dtypes=(torch.float32,))
@@ -47,6 +49,31 @@ def test_message_time(capsys):
         check_message_time(None, "ndr", MiB)
     with pytest.raises(ValueError, match="link must be one of"):
         check_message_time(1.0, "nvlink5", MiB)
+
+
+def test_message_time_names_a_missing_base_latency():
+    lk = LINKS["nvlink4"]
+    with pytest.raises(AssertionError, match="base latency"):
+        check_message_time(lk.step + MiB * lk.beta, "nvlink4", MiB)
+
+
+def test_alpha_beta_reports_every_part_only_once_all_pass(capsys):
+    right = (11.8e-6 + MiB / 450e9, 22.4e-6 + MiB / 50e9, 22.4e-6 * 50e9, "latency")
+    check_alpha_beta(*right)
+    out = capsys.readouterr().out
+    assert out.count("Correct") == 4 and all(len(line) <= 78 for line in out.splitlines())
+    with pytest.raises(AssertionError, match="latency-bound"):
+        check_alpha_beta(*right[:3], "bandwidth")  # three right parts, the last wrong
+    assert capsys.readouterr().out == ""  # no success printed before the failure
+
+
+def test_traffic_and_busbw_together(capsys):
+    p, b, size, t = 16, 2 * MiB, 64 * MiB, 1.2e-3
+    check_traffic_and_busbw((p - 1) * b, p * (p - 1) * b, size / t / 1e9 * (p - 1) / p)
+    assert capsys.readouterr().out.count("Correct") == 3
+    with pytest.raises(AssertionError, match="is algbw"):
+        check_traffic_and_busbw((p - 1) * b, p * (p - 1) * b, size / t / 1e9)
+    assert capsys.readouterr().out == ""
 
 
 def test_ring_latency_pays_the_base_once(capsys):
@@ -84,12 +111,14 @@ def test_busbw():
     check_busbw(algbw * 2 * (p - 1) / p, "all_reduce", size, t, p)
 
 
-def test_all_gather_traffic():
+def test_all_gather_traffic(capsys):
     check_all_gather_traffic(15 * 2 * MiB, 16 * 15 * 2 * MiB, 16, 2 * MiB)
+    capsys.readouterr()
     with pytest.raises(AssertionError, match="own block"):
         check_all_gather_traffic(16 * 2 * MiB, 16 * 16 * 2 * MiB, 16, 2 * MiB)
     with pytest.raises(AssertionError, match="all ranks together"):
         check_all_gather_traffic(15 * 2 * MiB, 15 * 2 * MiB, 16, 2 * MiB)
+    assert capsys.readouterr().out == ""  # the first part was right, but nothing was printed
 
 
 # --- the ring shift -----------------------------------------------------------
@@ -125,13 +154,24 @@ def wrong_direction_shift(send, recv):
 
 
 def test_ring_shift_right_answer(capsys):
-    assert check_ring_shift(good_ring_shift) == 48
-    assert "Correct" in capsys.readouterr().out
+    assert check_ring_shift(good_ring_shift) is None  # a check cell shows no stray return value
+    assert "passed 48 cases" in capsys.readouterr().out
 
 
 def test_ring_shift_deadlock_is_named():
     with pytest.raises(AssertionError, match="(?i)deadlock"):
         check_ring_shift(blocking_ring_shift)
+
+
+def test_ring_shift_reports_the_deadlock_before_the_one_rank_case():
+    def send_then_receive(send, recv):  # the naive ring, and no care for p = 1
+        rank, p = mc.get_rank(), mc.get_world_size()
+        mc.send(send, (rank + 1) % p)
+        mc.recv(recv, (rank - 1) % p)
+
+    with pytest.raises(AssertionError, match="(?i)world size 2.*deadlock") as info:
+        check_ring_shift(send_then_receive)
+    assert "copy the tensor" not in str(info.value)
 
 
 def test_ring_shift_wrong_neighbour():

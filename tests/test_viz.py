@@ -162,3 +162,42 @@ def test_step_through_builds_a_widget():
 
     box = step_through(build(Spec("all_reduce", 3, count=3), "ring"))
     assert box.children[0].max == 3
+
+
+def test_chunk_labels_name_what_each_arrow_carries():
+    from mycollectives.viz import chunk_bounds, chunk_label
+
+    s = build(Spec("all_reduce", 4, count=8), "ring")
+    bounds = chunk_bounds(s)
+    assert bounds.tolist() == [0, 2, 4, 6, 8]
+    assert chunk_label(bounds, [(2, 2)]) == "c1"
+    assert chunk_label(bounds, [(0, 4)]) == "c0-1"
+    assert chunk_label(bounds, [(0, 2), (4, 2)]) == "c0,2"
+    assert chunk_label(np.array([0, 8]), [(0, 8)]) == ""  # one chunk: nothing to name
+    for k, rnd in enumerate(s.rounds):
+        ax = draw_round(s, k)
+        labels = [t.get_text() for t in ax.texts if t.arrow_patch is None and t.get_text().startswith("c")]
+        want = sorted(f"c{off // 2}" for off in rnd.doff.tolist())
+        assert sorted(labels) == want, (k, labels, want)
+        heads = [t.arrow_patch for t in ax.texts if t.arrow_patch is not None]
+        assert len(heads) == 4 and all(a.shrinkB >= 10 for a in heads)  # the head stops short of the disc
+        plt.close("all")
+
+
+def test_buffers_are_labelled_by_chunk_and_whole_buffers_by_element():
+    ring = build(Spec("all_reduce", 4, count=8), "ring")
+    ax = draw_buffers(ring, 1)
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["c0", "c1", "c2", "c3"]
+    bino = build(Spec("broadcast", 4, count=8), "binomial")
+    ax = draw_round(bino, 0)
+    assert not [t for t in ax.texts if t.arrow_patch is None and t.get_text().startswith("c")]
+    assert draw_buffers(bino, 1).get_xlabel() == "element"
+
+
+def test_animation_fits_a_book_column():
+    from mycollectives.viz.animation import FIGSIZE
+
+    assert FIGSIZE[0] * 100 <= 720  # shown unscaled in a ~700 px column: text keeps its size
+    anim = animate(build(Spec("all_gather", 5, count=1), "bruck"), interval=100)
+    assert anim._fig.get_size_inches()[0] == FIGSIZE[0]
+    assert "<script" in to_html(anim)

@@ -59,3 +59,28 @@ def model_axes(ax, points, title: str = "") -> None:
     ax.set_ylabel("predicted (us)")
     ax.set_title(title)
     ax.legend(fontsize="small")
+
+
+def time_lines(ax, points: dict, collective: str, title: str = "") -> None:
+    """Measured time against size (points) and each model's prediction (one line
+    style per model: solid, dotted, dashed) for every algorithm of ``collective``;
+    ``points`` maps a model's name to its :class:`~.predicted.Point` list."""
+    styles = ["-", ":", "--", "-."]
+    first = next(iter(points.values()))
+    algs = list(dict.fromkeys(q.algorithm for q in first if q.collective == collective))
+    for i, a in enumerate(algs):
+        mine = sorted(
+            (q for q in first if q.collective == collective and q.algorithm == a), key=lambda q: q.size
+        )
+        ax.loglog([q.size for q in mine], [q.measured_us for q in mine], "o", color=f"C{i}", label=a)
+        for style, pts in zip(styles, points.values()):
+            line = sorted(
+                (q for q in pts if q.collective == collective and q.algorithm == a), key=lambda q: q.size
+            )
+            ax.loglog([q.size for q in line], [q.predicted_us for q in line], style, color=f"C{i}", alpha=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("size (bytes)")
+    ax.set_ylabel("time (us)")
+    models = ", ".join(f"{name} {style}" for style, name in zip(("solid", "dotted", "dashed"), points))
+    ax.set_title(title or f"{collective}: measured (points); models: {models}", fontsize=9)
+    ax.legend(fontsize=9, ncol=2)

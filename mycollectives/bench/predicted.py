@@ -138,11 +138,27 @@ def median_error(points: Sequence[Point]) -> float:
     return statistics.median(p.rel_error for p in points) if points else float("nan")
 
 
-def fit_results(results: Sequence[Result], model, start, stat: str = "median") -> np.ndarray:
-    """The model's parameters fitted to the measured times of ``results``."""
-    pts = modelled(results)
+def winners_agree(points: Sequence[Point]) -> tuple[int, int]:
+    """At how many ``(collective, size)`` the predicted fastest algorithm is the
+    measured fastest, and of how many: what a tuner needs from a model."""
+    groups: dict[tuple[str, int], list[Point]] = {}
+    for q in points:
+        groups.setdefault((q.collective, q.size), []).append(q)
+    agree = sum(
+        min(g, key=lambda q: q.measured_us).algorithm == min(g, key=lambda q: q.predicted_us).algorithm
+        for g in groups.values()
+    )
+    return agree, len(groups)
+
+
+def fit_results(
+    results: Sequence[Result], model, start, stat: str = "median", min_bytes: int = MIN_BYTES
+) -> np.ndarray:
+    """The model's parameters fitted to the measured times of ``results`` (those
+    from ``min_bytes`` up)."""
+    pts = modelled(results, min_bytes)
     if len({r.size for r in pts}) < 2:
-        raise ValueError(f"the fit needs points of at least two sizes from {MIN_BYTES} bytes up")
+        raise ValueError(f"the fit needs points of at least two sizes from {min_bytes} bytes up")
     return fit(model, [(schedule_of(r), measured_us(r, stat) * 1e-6) for r in pts], start, itemsize(pts[0]))
 
 

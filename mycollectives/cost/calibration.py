@@ -29,7 +29,8 @@ class Calibration:
         m = self.machine
         lines = [
             f"alpha = {m.alpha * 1e6:.2f} us, beta = {m.beta * 1e9:.4f} ns/B ({1 / m.beta / 1e9 if m.beta else float('inf'):.2f} GB/s), "
-            f"gamma = {m.gamma * 1e9:.4f} ns/B; R^2 = {self.r2:.4f}, worst point off by {100 * self.max_rel_error:.0f} %",
+            f"gamma = {m.gamma * 1e9:.4f} ns/B",
+            f"R^2 = {self.r2:.4f}, worst point off by {100 * self.max_rel_error:.0f} %",
             f"{'bytes':>10} {'measured us':>12} {'fitted us':>10}",
         ]
         for n, t in zip(self.sizes, self.times):

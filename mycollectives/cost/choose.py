@@ -1,4 +1,4 @@
-"""Ranking the menu with the model, as NCCL's tuner does (chapter 3, "How libraries choose").
+"""Ranking the menu with the model, as NCCL's tuner does (chapter 3b, "How libraries choose").
 
 NCCL times every (algorithm, protocol) pair as ``latency + bytes / bandwidth``
 and runs the minimum (``nccl_tuning``). :func:`predict` does the same with the

@@ -1,4 +1,4 @@
-"""Counting a schedule's cost round by round (chapter 3, "Cost formulas").
+"""Counting a schedule's cost round by round (chapter 3; chapter 3b checks it against every closed form).
 
 The alpha-beta-gamma model (Hockney's alpha-beta, ``hockney1994``, plus a reduction term, as
 used by Thakur, Rabenseifner and Gropp 2005, ``thakur2005``) charges a rank

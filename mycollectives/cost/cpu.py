@@ -1,4 +1,4 @@
-"""The cost model for CPU processes that share one machine (the benchmarks page).
+"""The cost model for CPU processes that share one machine (chapter 3b, the benchmarks page).
 
 Chapter 3's model (:func:`~mycollectives.cost.counted_cost`) assumes a GPU's world:
 full-duplex links and an engine per rank. Local processes exchanging

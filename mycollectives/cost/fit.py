@@ -1,4 +1,4 @@
-"""Fitting a cost model's parameters to measured collectives (the benchmarks page).
+"""Fitting a cost model's parameters to measured collectives (chapter 3b, the benchmarks page).
 
 A model counts, for each round of a schedule, what every rank does: one row
 of counts per rank, one column per parameter (``alpha`` counts messages,

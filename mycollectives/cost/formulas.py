@@ -1,4 +1,4 @@
-"""Closed-form alpha-beta-gamma times of every algorithm in the menu (chapter 3).
+"""Closed-form alpha-beta-gamma times of every algorithm in the menu (chapters 3 and 3b).
 
 Each formula is the textbook one (Thakur, Rabenseifner and Gropp 2005,
 ``thakur2005``; Patarasuk and Yuan 2009, ``patarasuk2009``; Bruck et al.

@@ -3,9 +3,11 @@
 Each ``check_*`` computes the expected value from the package itself (the
 schedule that :func:`~mycollectives.algorithms.registry.schedule_for` returns, or the cost
 model of :mod:`mycollectives.cost`), raises ``AssertionError`` with a message
-that says what is wrong, or prints what was right. The "implement this
-algorithm" exercises of the chapter use ``check_collective`` from
-``mycollectives.exercises`` instead.
+that says what is wrong, or prints what was right once every part is. The
+"implement this algorithm" exercises of the chapter use ``check_collective``
+from ``mycollectives.exercises`` instead. The two design problems
+(:func:`check_all_reduce_design`, :func:`check_broadcast_design`) ask for a
+choice and its time, and say why a wrong choice loses.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..algorithms import DEFAULT_SEGMENT_BYTES, canonical, schedule_for
-from ..cost import Machine, crossover_size, traffic
+from ..cost import Machine, counted_cost, crossover_size, predict, traffic
+from .answers import expect, need, number, passed
 
 
 def busiest_sender(collective: str, algorithm: str, world_size: int, nbytes: int) -> tuple[int, int]:
@@ -32,14 +35,11 @@ def busiest_sender(collective: str, algorithm: str, world_size: int, nbytes: int
     return len(schedule.rounds), int(sent.max()) if world_size else 0
 
 
-def check_rounds_and_bytes(
-    answer: Sequence[int] | None, collective: str, algorithm: str, world_size: int, nbytes: int
-) -> None:
-    """Chapter 3: ``answer = (rounds, bytes the busiest rank sends)`` of a schedule."""
+def _rounds_and_bytes(answer: object, collective: str, algorithm: str, world_size: int, nbytes: int) -> str:
     what = f"{canonical(collective)}/{algorithm} on {world_size} ranks, {nbytes} bytes"
-    assert answer is not None, f"replace None with your answer (rounds, bytes) for {what}"
-    assert len(answer) == 2, f"{what}: give a pair (rounds, bytes), got {answer!r}"
-    rounds, sent = answer
+    need(answer, f"(rounds, bytes) for {what}")
+    assert len(answer) == 2, f"{what}: give a pair (rounds, bytes), got {answer!r}"  # type: ignore[arg-type]
+    rounds, sent = answer  # type: ignore[misc]
     want_rounds, want_sent = busiest_sender(collective, algorithm, world_size, nbytes)
     assert rounds == want_rounds, f"{what}: the schedule has {want_rounds} rounds, not {rounds}" + (
         " (with a world size that is not a power of two, count the rounds that fold the extra ranks in and out)"
@@ -50,7 +50,23 @@ def check_rounds_and_bytes(
         f"{what}: the busiest rank sends {want_sent} bytes ({want_sent / nbytes:.3f} of the vector), "
         f"not {sent} ({sent / nbytes:.3f}); count what the busiest rank sends, summed over all rounds"
     )
-    print(f"Correct: {what}: {rounds} rounds, the busiest rank sends {sent} bytes")
+    return f"Correct: {algorithm}: {rounds} rounds, the busiest rank sends {sent:,} bytes"
+
+
+def check_rounds_and_bytes(
+    answer: Sequence[int] | None, collective: str, algorithm: str, world_size: int, nbytes: int
+) -> None:
+    """Chapter 3: ``answer = (rounds, bytes the busiest rank sends)`` of a schedule."""
+    passed(_rounds_and_bytes(answer, collective, algorithm, world_size, nbytes))
+
+
+def check_ring_and_doubling(ring_answer: Sequence[int] | None, rd_answer: Sequence[int] | None) -> None:
+    """Chapter 3's counting exercise, both parts checked before either is reported:
+    ring and recursive doubling all-reduce on 6 ranks, 3 MiB."""
+    passed(
+        _rounds_and_bytes(ring_answer, "all_reduce", "ring", 6, 3 << 20),
+        _rounds_and_bytes(rd_answer, "all_reduce", "recursive_doubling", 6, 3 << 20),
+    )
 
 
 def check_crossover(
@@ -76,7 +92,7 @@ def check_crossover(
         f"{what}: got {float(answer):,.0f} bytes, the model gives {want:,} "
         f"(off by {100 * (float(answer) / want - 1):+.0f}%); set the two costs equal and solve for n"
     )
-    print(f"Correct: {what} at {float(answer):,.0f} bytes (the model's bisection: {want:,})")
+    passed(f"Correct: {second} overtakes {first} from {float(answer):,.0f} bytes")
 
 
 def pat_messages(
@@ -114,7 +130,80 @@ def check_pat_messages(
         f"{what}: each rank sends {want_messages} messages, not {messages}; count each distance's blocks "
         "(offsets 0, 2^(d+1), ... below p - 2^d) and divide by the blocks per message, rounding up"
     )
-    print(f"Correct: {what}: {messages} messages, the largest {largest} B")
+    passed(f"Correct: PAT on {world_size} ranks: {messages} messages, the largest {largest:,} B")
+
+
+#: The all-reduce design problem's machine, for 24 ranks, 10 us per message, 25 GB/s and no reduction cost.
+DESIGN_MACHINE = Machine(alpha=10e-6, beta=1 / 25e9, gamma=0.0)
+DESIGN_ALL_REDUCE = ("ring", "recursive_doubling", "rabenseifner", "reduce_broadcast", "double_binary_tree")
+
+
+def choice_line(answer: object, collective: str, p: int, nbytes: int, machine: Machine, menu) -> str:
+    """Check ``answer = (algorithm, seconds)`` against the fastest of ``menu`` by the
+    counted cost (ties: any of the fastest); return the success line."""
+    what = f"{collective} of {nbytes:,} bytes on {p} ranks"
+    need(answer, f"(algorithm, seconds) for the {what}")
+    assert len(answer) == 2, f"{what}: give a pair (algorithm, seconds), got {answer!r}"  # type: ignore[arg-type]
+    name, seconds = answer  # type: ignore[misc]
+    times = predict(collective, p, nbytes, machine, candidates=menu)
+    least = min(times.values())
+    best = [a for a, t in times.items() if t <= least * (1 + 1e-9)]  # ties: any of them
+    assert name in times, f"{what}: choose one of {tuple(times)}, not {name!r}"
+    if name not in best:
+        raise AssertionError(
+            f"{what}: {name} takes {times[name] * 1e6:,.1f} us, {times[name] / least:.1f}x the "
+            f"fastest; compare each candidate's latency term (rounds x alpha) and bandwidth term "
+            f"(bytes the busiest rank sends x beta) at this size"
+        )
+    tie = f" (ties with {', '.join(a for a in best if a != name)})" if len(best) > 1 else ""
+    return expect(seconds, least, f"{name}{tie}, time (s)", rel=0.02)
+
+
+def check_all_reduce_design(small: Sequence | None, large: Sequence | None) -> None:
+    """Chapter 3's first design problem: the all-reduce for 8 KiB and for 1 GiB on
+    24 ranks of ``DESIGN_MACHINE``, each as ``(algorithm, seconds)``."""
+    passed(
+        choice_line(small, "all_reduce", 24, 8 << 10, DESIGN_MACHINE, DESIGN_ALL_REDUCE),
+        choice_line(large, "all_reduce", 24, 1 << 30, DESIGN_MACHINE, DESIGN_ALL_REDUCE),
+    )
+
+
+def check_broadcast_design(
+    algorithm: str | None, segments: int | None, seconds: float | None, world_size: int = 32
+) -> None:
+    """Chapter 3's second design problem: broadcasting 2 GiB to ``world_size`` ranks at
+    5 us and 10 GB/s; the algorithm, the chain's segment count and the time."""
+    n, m = 2 << 30, Machine(alpha=5e-6, beta=1e-10)
+    need(algorithm, '"binomial", "scatter_allgather" or "chain"')
+    fixed = {
+        a: counted_cost(schedule_for("broadcast", a, world_size, n), m)
+        for a in ("binomial", "scatter_allgather")
+    }
+    assert algorithm in ("binomial", "scatter_allgather", "chain"), (
+        f"choose one of the three, not {algorithm!r}"
+    )
+    s_star = math.sqrt((world_size - 2) * n * m.beta / m.alpha)
+    best_chain = min(
+        counted_cost(schedule_for("broadcast", "chain", world_size, n, segment_bytes=n // k), m)
+        for k in (2 ** math.floor(math.log2(s_star)), 2 ** math.ceil(math.log2(s_star)))
+    )
+    assert algorithm == "chain", (
+        f"{algorithm} takes {fixed[algorithm] * 1e3:.0f} ms, {fixed[algorithm] / best_chain:.1f}x "
+        "the best: which candidate sends the vector across each link once, with every link busy?"
+    )
+    k = int(number(segments, "segments"))
+    assert s_star / 2 <= k <= 2 * s_star, (
+        f"{k} segments: the best count is S* = sqrt((p-2) n beta / alpha) = {s_star:.0f}; "
+        + ("too few: each segment's bytes wait at every hop" if k < s_star else "too many: each pays alpha")
+    )
+    t = counted_cost(schedule_for("broadcast", "chain", world_size, n, segment_bytes=-(-n // k)), m)
+    passed(
+        f"Correct: chain; scatter + all-gather {fixed['scatter_allgather'] * 1e3:.0f} ms, "
+        f"binomial {fixed['binomial'] * 1e3:.0f} ms",
+        expect(
+            seconds, t, f"chain, {k} segments, time (s)", rel=0.02, hint="(p - 2 + S)(alpha + n beta / S)"
+        ),
+    )
 
 
 def network_bytes(collective: str, algorithm: str, world_size: int, local_size: int, nbytes: int) -> int:
@@ -142,9 +231,13 @@ def check_network_bytes(
 
 __all__ = [
     "busiest_sender",
+    "check_all_reduce_design",
+    "check_broadcast_design",
     "check_crossover",
     "check_network_bytes",
     "check_pat_messages",
+    "check_ring_and_doubling",
+    "choice_line",
     "check_rounds_and_bytes",
     "network_bytes",
     "pat_messages",

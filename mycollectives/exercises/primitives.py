@@ -12,7 +12,6 @@ not a collective, has its own check here.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -20,6 +19,7 @@ import torch
 
 from ..bench.factors import bandwidths, busbw_factor
 from ..nccl.constants import BASE_LATENCY, HW_LATENCY
+from .answers import expect, near, need, number, passed
 
 
 @dataclass(frozen=True)
@@ -80,50 +80,35 @@ LINKS = {
 }
 
 
-def _need(answer: object, what: str) -> None:
-    assert answer is not None, f"replace None with your answer: {what}"
-
-
-def _close(answer: float, want: float, what: str, rel: float = 0.02) -> None:
-    _need(answer, what)
-    got = float(answer)
-    assert math.isclose(got, want, rel_tol=rel), (
-        f"{what}: got {got:.4g}, expected {want:.4g} "
-        f"({'off by a factor ' + format(got / want, '.3g') if want and got else 'wrong'})"
-    )
-    print(f"Correct: {what} = {got:.4g}")
-
-
 def _link(name: str) -> Link:
     if name not in LINKS:
         raise ValueError(f"link must be one of {tuple(LINKS)}, got {name!r}")
     return LINKS[name]
 
 
-def check_message_time(answer: float | None, link: str, nbytes: int) -> None:
-    """Chapter 2: seconds for one message of ``nbytes`` on ``LINKS[link]``."""
+def _message_time(answer: object, link: str, nbytes: int) -> str:
     lk = _link(link)
-    want = lk.time(nbytes)
-    if answer is not None and math.isclose(float(answer), nbytes * lk.beta, rel_tol=0.02):
-        raise AssertionError(
-            f"{answer:.4g} s is the bandwidth term alone: add alpha = {lk.alpha * 1e6:.1f} us"
-        )
-    if answer is not None and math.isclose(
-        float(answer), lk.alpha + nbytes / (2 * lk.bandwidth), rel_tol=0.02
-    ):
+    what = f"time of {nbytes} bytes on {lk.name} (s)"
+    got = number(answer, what)
+    if near(got, nbytes * lk.beta, 0.02):
+        raise AssertionError(f"{got:.4g} s is the bandwidth term alone: add alpha = {lk.alpha * 1e6:.1f} us")
+    if near(got, lk.alpha + nbytes / (2 * lk.bandwidth), 0.02):
         raise AssertionError("that uses twice the bandwidth: the link figure to use is one direction")
-    _close(answer, want, f"time of {nbytes} bytes on {lk.name} (s)")
+    if near(got, lk.step + nbytes * lk.beta, 0.02):
+        raise AssertionError(
+            f"a message sent on its own is a call of one step: it pays the base latency "
+            f"({lk.base * 1e6:.1f} us) as well as the step's ({lk.step * 1e6:.1f} us)"
+        )
+    return expect(got, lk.time(nbytes), what, rel=0.02)
 
 
-def check_half_bandwidth(answer: float | None, link: str) -> None:
-    """Chapter 2: ``n_1/2 = alpha / beta`` of ``LINKS[link]``, in bytes."""
+def _half_bandwidth(answer: object, link: str) -> str:
     lk = _link(link)
-    _close(answer, lk.half_bandwidth_bytes, f"n_1/2 of {lk.name} (bytes)")
+    return expect(answer, lk.half_bandwidth_bytes, f"n_1/2 of {lk.name} (bytes)", rel=0.02)
 
 
-def check_bound(answer: str | None, link: str, nbytes: int) -> None:
-    """Chapter 2: ``"latency"`` or ``"bandwidth"``: which term is larger for ``nbytes``."""
-    _need(answer, '"latency" or "bandwidth"')
+def _bound(answer: object, link: str, nbytes: int) -> str:
+    need(answer, '"latency" or "bandwidth"')
     lk = _link(link)
     want = "latency" if lk.alpha > nbytes * lk.beta else "bandwidth"
     assert answer in ("latency", "bandwidth"), f'answer "latency" or "bandwidth", not {answer!r}'
@@ -131,51 +116,98 @@ def check_bound(answer: str | None, link: str, nbytes: int) -> None:
         f"{nbytes} bytes on {lk.name}: alpha = {lk.alpha * 1e6:.2f} us, n beta = {nbytes * lk.beta * 1e6:.2f} us, "
         f"so the message is {want}-bound"
     )
-    print(f"Correct: {nbytes} bytes on {lk.name} is {want}-bound")
+    return f"Correct: {nbytes} bytes on {lk.name} is {want}-bound"
+
+
+def check_message_time(answer: float | None, link: str, nbytes: int) -> None:
+    """Chapter 2: seconds for one message of ``nbytes`` on ``LINKS[link]``."""
+    passed(_message_time(answer, link, nbytes))
+
+
+def check_half_bandwidth(answer: float | None, link: str) -> None:
+    """Chapter 2: ``n_1/2 = alpha / beta`` of ``LINKS[link]``, in bytes."""
+    passed(_half_bandwidth(answer, link))
+
+
+def check_bound(answer: str | None, link: str, nbytes: int) -> None:
+    """Chapter 2: ``"latency"`` or ``"bandwidth"``: which term is larger for ``nbytes``."""
+    passed(_bound(answer, link, nbytes))
+
+
+def check_alpha_beta(
+    t_nvlink: float | None, t_ib: float | None, n_half_ib: float | None, bound_64k: str | None
+) -> None:
+    """Chapter 2's first exercise, every part checked before any is reported: 1 MiB on
+    NVLink 4 and on NDR, NDR's half-bandwidth size, and whether 64 KiB on NVLink 4 is
+    latency- or bandwidth-bound."""
+    mib = 1 << 20
+    passed(
+        _message_time(t_nvlink, "nvlink4", mib),
+        _message_time(t_ib, "ndr", mib),
+        _half_bandwidth(n_half_ib, "ndr"),
+        _bound(bound_64k, "nvlink4", 64 << 10),
+    )
 
 
 def check_ring_latency(answer: float | None, link: str, world_size: int) -> None:
     """Chapter 2: NCCL's latency term of a ring all-reduce of ``world_size`` ranks on ``LINKS[link]``."""
-    _need(answer, "latency in seconds")
     lk, steps = _link(link), 2 * (world_size - 1)
-    want = lk.collective_time(steps, 0)
-    if math.isclose(float(answer), steps * lk.alpha, rel_tol=0.02):
+    what = f"latency of the ring all-reduce on {world_size} ranks of {lk.name} (s)"
+    got = number(answer, what)
+    if near(got, steps * lk.alpha, 0.02):
         raise AssertionError(
-            f"{answer * 1e6:.1f} us charges the base latency ({lk.base * 1e6:.1f} us) on every one of the "
+            f"{got * 1e6:.1f} us charges the base latency ({lk.base * 1e6:.1f} us) on every one of the "
             f"{steps} steps; NCCL charges it once per collective, and {lk.step * 1e6:.1f} us per step"
         )
-    if math.isclose(float(answer), lk.base + (world_size - 1) * lk.step, rel_tol=0.02):
+    if near(got, lk.base + (world_size - 1) * lk.step, 0.02):
         raise AssertionError(
             f"a ring all-reduce makes 2(p-1) = {steps} steps (reduce-scatter, then all-gather)"
         )
-    _close(answer, want, f"latency of the ring all-reduce on {world_size} ranks of {lk.name} (s)")
+    passed(expect(got, lk.collective_time(steps, 0), what, rel=0.02))
 
 
 def check_busbw(answer: float | None, collective: str, nbytes: int, seconds: float, world_size: int) -> None:
     """Chapter 2: nccl-tests' busbw in GB/s of one measured call."""
-    _need(answer, "busbw in GB/s")
+    passed(_busbw(answer, collective, nbytes, seconds, world_size))
+
+
+def _busbw(answer: object, collective: str, nbytes: int, seconds: float, world_size: int) -> str:
+    what = f"busbw of {collective} on {world_size} ranks (GB/s)"
+    got = number(answer, what)
     algbw, busbw = bandwidths(collective, nbytes, seconds, world_size)
-    if math.isclose(float(answer), algbw, rel_tol=0.02) and busbw_factor(collective, world_size) != 1:
+    if near(got, algbw, 0.02) and busbw_factor(collective, world_size) != 1:
         raise AssertionError(
-            f"{answer:.4g} GB/s is algbw (size / time); busbw multiplies it by nccl-tests' factor for {collective}"
+            f"{got:.4g} GB/s is algbw (size / time); busbw multiplies it by nccl-tests' factor for {collective}"
         )
-    if math.isclose(float(answer), busbw * 1e9, rel_tol=0.02):
+    if near(got, busbw * 1e9, 0.02):
         raise AssertionError("that is in bytes per second: nccl-tests reports GB/s (1e9 bytes per second)")
-    _close(answer, busbw, f"busbw of {collective} on {world_size} ranks (GB/s)")
+    return expect(got, busbw, what, rel=0.02)
+
+
+def _all_gather_traffic(received: object, total: object, world_size: int, block_bytes: int) -> list[str]:
+    p, b = world_size, block_bytes
+    got = number(received, "bytes each rank receives")
+    if near(got, p * b, 1e-9):
+        raise AssertionError(f"{received} bytes counts the rank's own block, which it already has")
+    return [
+        expect(got, (p - 1) * b, f"bytes received per rank (p={p}, block {b} B)", rel=1e-9),
+        expect(total, p * (p - 1) * b, "bytes received by all ranks together", rel=1e-9),
+    ]
 
 
 def check_all_gather_traffic(
     received: float | None, total: float | None, world_size: int, block_bytes: int
 ) -> None:
     """Chapter 2: bytes each rank must receive in an all-gather, and all ranks together."""
-    _need(received, "bytes each rank receives")
-    _need(total, "bytes all ranks receive together")
-    p, b = world_size, block_bytes
-    want_rank, want_total = (p - 1) * b, p * (p - 1) * b
-    if math.isclose(float(received), p * b, rel_tol=1e-9):
-        raise AssertionError(f"{received} bytes counts the rank's own block, which it already has")
-    _close(received, want_rank, f"bytes received per rank (p={p}, block {b} B)", rel=1e-9)
-    _close(total, want_total, "bytes received by all ranks together", rel=1e-9)
+    passed(*_all_gather_traffic(received, total, world_size, block_bytes))
+
+
+def check_traffic_and_busbw(received: float | None, total: float | None, busbw: float | None) -> None:
+    """Chapter 2's traffic exercise, both parts checked before either is reported: an
+    all-gather of 2 MiB blocks on 16 ranks, and the busbw of a 64 MiB one that took 1.2 ms."""
+    passed(
+        *_all_gather_traffic(received, total, 16, 2 << 20), _busbw(busbw, "all_gather", 64 << 20, 1.2e-3, 16)
+    )
 
 
 def _ring_shift_case(fn: Callable, p: int, count: int, dtype: torch.dtype, timeout: float) -> None:
@@ -210,33 +242,35 @@ def _ring_shift_case(fn: Callable, p: int, count: int, dtype: torch.dtype, timeo
             )
 
 
-def check_ring_shift(fn: Callable | None, timeout: float = 5.0) -> int:
+def check_ring_shift(fn: Callable | None, timeout: float = 5.0) -> None:
     """Chapter 2: ``fn(send, recv)`` sends ``send`` to the right, receives from the left.
 
     Runs on local worlds with ``eager_bytes=0`` (every send waits for its
     receiver), so an order that only works with buffered sends deadlocks
-    here, and the message says who waited on whom. Returns the number of
-    cases passed.
+    here, and the message says who waited on whom. The world of one rank
+    comes last, so that the deadlock, the lesson of the exercise, is what a
+    send-then-receive ring reports first.
     """
-    _need(fn, "your ring_shift function")
+    need(fn, "your ring_shift function")
     n = 0
-    for p in (1, 2, 3, 4, 5, 8):
+    for p in (2, 3, 4, 5, 8, 1):
         for count in (0, 1, 5, 17):
             for dtype in (torch.float32, torch.int64):
                 _ring_shift_case(fn, p, count, dtype, timeout)
                 n += 1
-    print(f"Correct: ring shift passed {n} cases (world sizes 1-8, rendezvous sends)")
-    return n
+    passed(f"Correct: ring shift passed {n} cases (world sizes 1-8, rendezvous sends)")
 
 
 __all__ = [
     "LINKS",
     "Link",
     "check_all_gather_traffic",
+    "check_alpha_beta",
     "check_bound",
     "check_busbw",
     "check_half_bandwidth",
     "check_message_time",
     "check_ring_latency",
     "check_ring_shift",
+    "check_traffic_and_busbw",
 ]

@@ -6,7 +6,6 @@ dependencies, not to the package's.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -86,17 +85,20 @@ def batch_animation_html(
 
     Each frame doubles the batch; intensity is counted in ``dtype`` (2 bytes),
     the height is the vendor roof at that intensity. The HTML plays in the
-    static book (no kernel); the font stylesheet matplotlib links from a CDN
-    is removed, so the page needs no network.
+    static book (no kernel) with the player of
+    :func:`mycollectives.viz.to_html` (labelled buttons, nothing loaded from
+    the network).
     """
     import matplotlib.pyplot as plt
     import numpy as np
     from matplotlib.animation import FuncAnimation
 
+    from ..viz.animation import to_html
+
     batches = list(batches) or [2**k for k in range(0, 13)]
     roof = Roofline.from_spec(spec, dtype)
     inten = [2 * b * d * d / (2 * (2 * b * d + d * d)) for b in batches]
-    fig, ax = plt.subplots(figsize=(6, 3.6), dpi=72)
+    fig, ax = plt.subplots(figsize=(6.4, 3.4), dpi=100)
     x = np.logspace(-1, np.log10(4 * max(inten + [roof.ridge_point])), 100)
     ax.loglog(x, [roof.attainable(i) / 1e12 for i in x], lw=2)
     ax.axvline(roof.ridge_point, color="grey", ls="--", lw=1)
@@ -112,7 +114,8 @@ def batch_animation_html(
         text.set_text(f"batch {batches[i]}: {inten[i]:.1f} FLOPs/byte, {bound}-bound")
         return dot, text
 
+    fig.tight_layout()  # every frame keeps the axis labels inside the figure
     anim = FuncAnimation(fig, frame, frames=len(batches), interval=700, blit=False)
-    html = anim.to_jshtml(default_mode="once")
+    html = to_html(anim)
     plt.close(fig)
-    return re.sub(r'<link rel="stylesheet"\s+href="https?://[^"]*">', "", html)
+    return html

@@ -1,22 +1,32 @@
 """Pictures of schedules and simulations, all drawn from the same schedules or traces.
 
 Chapter 3 uses the space-time diagrams, buffer pictures and animations;
-chapter 4 the topology drawings, link heatmaps and busbw plots. Everything
+chapters 2, 3 and 3b the cost model's figures (:mod:`.costs`); chapter 4
+the topology drawings, link heatmaps and busbw plots. Everything
 needs matplotlib (the ``book`` and ``test`` extras); ``step_through`` needs
 ipywidgets too.
 """
 
 from __future__ import annotations
 
-from .animation import animate, step_through, to_html
-from .buffers import buffer_states, draw_buffers, mask_colours, rank_colours
-from .diagrams import spacetime, spacetime_trace
+from .animation import animate, play, step_through, to_html
+from .buffers import buffer_states, chunk_bounds, chunk_label, draw_buffers, mask_colours, rank_colours
+from .costs import choice_map, message_times, pingpong_fit, size_label, time_per_byte
+from .diagrams import draw_tree, spacetime, spacetime_trace
 from .plots import best_changes, busbw_plot, hierarchy_plot, link_heatmap, validation_plot
 from .topo import draw_round, draw_topology, ring_positions
 
 __all__ = [
     "spacetime",
     "spacetime_trace",
+    "draw_tree",
+    "chunk_bounds",
+    "chunk_label",
+    "choice_map",
+    "message_times",
+    "pingpong_fit",
+    "size_label",
+    "time_per_byte",
     "buffer_states",
     "draw_buffers",
     "mask_colours",
@@ -25,6 +35,7 @@ __all__ = [
     "draw_round",
     "ring_positions",
     "animate",
+    "play",
     "to_html",
     "step_through",
     "link_heatmap",

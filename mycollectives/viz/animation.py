@@ -4,6 +4,7 @@
 round: the round's arrows on the left, every rank's buffer on the right.
 ``to_html(anim)`` turns it into self-contained HTML and JavaScript
 (matplotlib's ``to_jshtml``) that plays in the rendered book with no kernel.
+:func:`play` is the two together, ready for a notebook to display.
 :func:`step_through` is the live-notebook version: an ipywidgets slider that
 redraws the same two panels.
 """
@@ -23,15 +24,26 @@ if TYPE_CHECKING:
     from matplotlib.animation import FuncAnimation
 
 
+# Sized for a book's text column (about 700 px at 100 dpi): shown unscaled,
+# its 8 to 10 point text stays over 10 px high.
+FIGSIZE = (7.0, 3.3)
+
+
 def _frame(fig, schedule: Schedule, k: int, states, topo: Topology | None):
     fig.clear()
-    left, right = fig.subplots(1, 2, gridspec_kw=dict(width_ratios=[1, 1.4]))
+    left, right = fig.subplots(1, 2, gridspec_kw=dict(width_ratios=[1, 1.25]))
     if k < len(schedule.rounds):
         draw_round(schedule, k, topo, left)
     else:
         left.set_axis_off()
         left.set_title("done")
     draw_buffers(schedule, k + 1, right, states)
+    fig.suptitle(
+        f"{schedule.collective}/{schedule.algorithm}, {schedule.world_size} ranks"
+        "    arrows: red adds, blue copies; cN: chunk N",
+        fontsize=9,
+    )
+    fig.subplots_adjust(left=0.02, right=0.98, top=0.82, bottom=0.14, wspace=0.3)
     return left, right
 
 
@@ -41,7 +53,7 @@ def animate(schedule: Schedule, topology: Topology | None = None, interval: int 
     from matplotlib.animation import FuncAnimation
 
     states = buffer_states(schedule)
-    fig = plt.figure(figsize=(11, 4.5))
+    fig = plt.figure(figsize=FIGSIZE, dpi=100)
     anim = FuncAnimation(
         fig,
         lambda k: _frame(fig, schedule, k, states, topology),
@@ -87,6 +99,14 @@ def to_html(anim, glyphs: bool = True) -> str:
     return html
 
 
+def play(schedule: Schedule, topology: Topology | None = None, interval: int = 900):
+    """``schedule``'s animation as an object a notebook displays: the player of
+    :func:`to_html` around :func:`animate` (chapters 3 and 3b)."""
+    from IPython.display import HTML
+
+    return HTML(to_html(animate(schedule, topology, interval)))
+
+
 def step_through(schedule: Schedule, topology: Topology | None = None) -> VBox:
     """An ipywidgets slider over the rounds of ``schedule`` (live notebooks only)."""
     import ipywidgets as widgets
@@ -99,7 +119,7 @@ def step_through(schedule: Schedule, topology: Topology | None = None) -> VBox:
     def show(change=None):
         with out:
             out.clear_output(wait=True)
-            fig = plt.figure(figsize=(11, 4.5))
+            fig = plt.figure(figsize=FIGSIZE, dpi=100)
             _frame(fig, schedule, slider.value, states, topology)
             plt.show()
 

@@ -5,6 +5,11 @@
 it holds (a bit mask). :func:`draw_buffers` paints one row per rank, one cell
 per element: white is empty, a rank's own colour is its data alone, a blend
 of colours is a partial sum, and dark grey is the sum over every rank.
+
+:func:`chunk_bounds` cuts the result buffer into the pieces the schedule
+moves (its chunks, blocks or segments: ``c0``, ``c1``, ...), and
+:func:`chunk_label` names the pieces a transfer carries, so that an arrow of
+an animation and a column of its buffers carry the same name.
 """
 
 from __future__ import annotations
@@ -30,6 +35,41 @@ def buffer_states(schedule: Schedule, buffer: int | None = None) -> list[list[np
     """``states[k][r]``: masks of rank ``r``'s ``buffer`` before round ``k`` (and after the last)."""
     buf = result_buffer(schedule) if buffer is None else buffer
     return [[s[buf][1].copy() for s in state] for state in replay(schedule, check=False)]
+
+
+def chunk_bounds(schedule: Schedule) -> np.ndarray:
+    """Offsets that cut the result buffer into chunks: 0, the buffer's end, and
+    every start and end of a transfer into or out of it, on any rank."""
+    buf = result_buffer(schedule)
+    width = int(schedule.buffers[buf].max()) if schedule.world_size else 0
+    cuts = {0, width}
+    for r in schedule.rounds:
+        for side, off in ((r.dbuf, r.doff), (r.sbuf, r.soff)):
+            mine = side == buf
+            cuts.update(off[mine].tolist())
+            cuts.update((off[mine] + r.count[mine]).tolist())
+    return np.array(sorted(c for c in cuts if 0 <= c <= width), dtype=np.int64)
+
+
+def chunk_label(bounds: np.ndarray, pieces) -> str:
+    """``"c2"``, ``"c0-1"`` or ``"c0,2,5"``: the chunks that ``(offset, count)``
+    pieces of the result buffer cover (``""`` when there is only one chunk)."""
+    if len(bounds) <= 2:
+        return ""
+    covered = set()
+    for off, count in pieces:
+        first = int(np.searchsorted(bounds, off, side="right")) - 1
+        last = int(np.searchsorted(bounds, off + count, side="left")) - 1
+        covered.update(range(first, last + 1))
+    runs: list[list[int]] = []
+    for c in sorted(covered):
+        if runs and c == runs[-1][-1] + 1:
+            runs[-1].append(c)
+        else:
+            runs.append([c])
+    if len(runs) == 1 and len(runs[0]) > 1:
+        return f"c{runs[0][0]}-{runs[0][-1]}"
+    return "c" + ",".join(str(c) for run in runs for c in run)
 
 
 def rank_colours(p: int) -> np.ndarray:
@@ -68,7 +108,14 @@ def draw_buffers(schedule: Schedule, step: int = -1, ax: Axes | None = None, sta
     ax = ax or plt.subplots(figsize=(min(12, 2 + width * 0.3), 0.4 * p + 1))[1]
     ax.imshow(mask_colours(grid, p), aspect="auto", interpolation="nearest")
     ax.set_yticks(range(p), [f"rank {r}" for r in range(p)])
-    ax.set_xlabel("element")
+    bounds = chunk_bounds(schedule)
+    if len(bounds) > 2 and len(bounds) <= 17:  # name the chunks the arrows carry
+        for b in bounds[1:-1]:
+            ax.axvline(b - 0.5, color="black", lw=1.2)
+        ax.set_xticks((bounds[:-1] + bounds[1:]) / 2 - 0.5, [f"c{i}" for i in range(len(bounds) - 1)])
+        ax.set_xlabel("chunk")
+    else:
+        ax.set_xlabel("element")
     k = len(states) - 1 if step == -1 else step
-    ax.set_title(f"{schedule.collective}/{schedule.algorithm}: buffers after {k} of {len(states) - 1} rounds")
+    ax.set_title(f"{schedule.algorithm}: buffers after {k} of {len(states) - 1} rounds", fontsize=10)
     return ax

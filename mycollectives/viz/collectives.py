@@ -93,16 +93,16 @@ def draw_blocks(blocks: list[list[Block]], p: int, ax: Axes, title: str = "") ->
                     text,
                     ha="center",
                     va="center",
-                    fontsize=7,
+                    fontsize=8,
                     color="w" if b[0] == (1 << p) - 1 else "k",
                 )
-    ax.set_yticks(range(p), [f"rank {r}" for r in range(p)], fontsize=8)
-    ax.set_xticks(range(p), [f"block {j}" for j in range(p)], fontsize=7)
+    ax.set_yticks(range(p), [f"rank {r}" for r in range(p)], fontsize=9)
+    ax.set_xticks(range(p), [f"block {j}" for j in range(p)], fontsize=8)
     ax.set_xticks(np.arange(p + 1) - 0.5, minor=True)
     ax.set_yticks(np.arange(p + 1) - 0.5, minor=True)
     ax.grid(which="minor", color="0.6", lw=0.5)
     ax.tick_params(which="minor", length=0)
-    ax.set_title(title, fontsize=9)
+    ax.set_title(title, fontsize=10)
     return ax
 
 
@@ -115,7 +115,7 @@ def draw_collective(collective: str, p: int = 4, root: int = 0, axes=None):
 
     before, after = collective_blocks(collective, p, root)
     if axes is None:
-        _, axes = plt.subplots(1, 2, figsize=(7.5, 0.35 * p + 1.2))
+        _, axes = plt.subplots(1, 2, figsize=(6.8, 0.35 * p + 1.2))  # the book's column, unscaled
     where = f" (root {root})" if COLLECTIVE[collective].rooted else ""
     draw_blocks(before, p, axes[0], f"{collective}{where}: before")
     draw_blocks(after, p, axes[1], f"{collective}{where}: after")

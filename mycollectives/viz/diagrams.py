@@ -2,7 +2,8 @@
 
 The same drawing serves a schedule (time = round number, or the simulator's
 round times), a simulation, or the trace a local world records while it runs
-(``LocalWorld.trace``: measured send and receive times).
+(``LocalWorld.trace``: measured send and receive times). :func:`draw_tree`
+draws a tree given by each rank's parent (chapter 3's binary trees).
 """
 
 from __future__ import annotations
@@ -85,4 +86,30 @@ def spacetime_trace(trace, ax: Axes | None = None, collective: str | None = None
     ax.set_xlim(0, max(t1.max(), 1e-6))
     ax.set_xlabel("time (ms)")
     ax.set_title(f"trace: {events[0].collective}/{events[0].algorithm}, {len(events)} messages")
+    return ax
+
+
+def draw_tree(parent, ax: Axes | None = None, title: str = "") -> Axes:
+    """A tree given by ``parent[r]`` (``-1`` at the root): ranks placed by depth
+    (down) and by number (across), an edge to each parent, inner nodes red and
+    leaves green."""
+    import matplotlib.pyplot as plt
+
+    parent = np.asarray(parent)
+    p = len(parent)
+    ax = ax or plt.subplots(figsize=(5, 2.6))[1]
+    depth = np.zeros(p, int)
+    for r in range(p):
+        x = r
+        while parent[x] >= 0:
+            depth[r], x = depth[r] + 1, parent[x]
+    for r, up in enumerate(parent):
+        if up >= 0:
+            ax.plot([r, up], [-depth[r], -depth[up]], color="0.6", zorder=1)
+    inner = np.isin(np.arange(p), parent)
+    ax.scatter(np.arange(p), -depth, s=280, c=np.where(inner, "tab:red", "tab:green"), zorder=2)
+    for r in range(p):
+        ax.annotate(str(r), (r, -depth[r]), ha="center", va="center", color="white", fontsize=9)
+    ax.set_title(title, fontsize=10)
+    ax.set_axis_off()
     return ax

@@ -71,34 +71,87 @@ def draw_topology(
     return ax
 
 
-def draw_round(schedule: Schedule, k: int, topo: Topology | None = None, ax: Axes | None = None) -> Axes:
-    """The transfers of round ``k`` as arrows between ranks, on ``topo`` if given."""
+def _on_arc(a: np.ndarray, b: np.ndarray, rad: float, t: float) -> np.ndarray:
+    """The point at ``t`` (0 at ``a``, 1 at ``b``) of matplotlib's ``arc3`` curve
+    from ``a`` to ``b``, a quadratic Bezier curve (equal axes)."""
+    d = b - a
+    control = (a + b) / 2 + rad * np.array([d[1], -d[0]])
+    return (1 - t) ** 2 * a + 2 * (1 - t) * t * control + t**2 * b
+
+
+def draw_round(
+    schedule: Schedule, k: int, topo: Topology | None = None, ax: Axes | None = None, labels: bool = True
+) -> Axes:
+    """The transfers of round ``k`` as arrows between ranks, on ``topo`` if given.
+
+    Red arrows add into what the receiver holds, blue ones copy. With
+    ``labels``, each arrow names the chunks of the result buffer it carries
+    (``c2``: the columns of :func:`~mycollectives.viz.buffers.draw_buffers`),
+    unless the schedule moves the buffer whole.
+    """
     import matplotlib.pyplot as plt
+
+    from .buffers import chunk_bounds, chunk_label, result_buffer
 
     p = schedule.world_size
     if topo is not None:
         ax = draw_topology(topo, ax)
         pos = topo.pos[:p] + [0, 0.25]
     else:
-        ax = ax or plt.subplots(figsize=(5, 5))[1]
+        ax = ax or plt.subplots(figsize=(4, 4))[1]
         pos = ring_positions(p)
-        ax.scatter(*pos.T, s=300, color="tab:green", zorder=3)
+        ax.scatter(*pos.T, s=260 if p <= 6 else 170, color="tab:green", zorder=3)
         for r in range(p):
-            ax.annotate(str(r), pos[r], ha="center", va="center", color="white", zorder=4)
+            ax.annotate(str(r), pos[r], ha="center", va="center", color="white", fontsize=9, zorder=4)
         ax.set_aspect("equal")
         ax.set_axis_off()
     r = schedule.rounds[k]
     remote = r.src != r.dst
-    for s, d, red in zip(r.src[remote], r.dst[remote], r.reduce[remote]):
+    buf, bounds = result_buffer(schedule), chunk_bounds(schedule) if labels else np.zeros(0)
+    pieces: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    adds: dict[tuple[int, int], bool] = {}
+    for s, d, sb, so, db, do, n, red in zip(
+        *(
+            getattr(r, c)[remote].tolist()
+            for c in ("src", "dst", "sbuf", "soff", "dbuf", "doff", "count", "reduce")
+        )
+    ):
+        got = pieces.setdefault((s, d), [])
+        if db == buf:
+            got.append((do, n))
+        elif sb == buf:
+            got.append((so, n))
+        adds[s, d] = adds.get((s, d), False) or red
+    rad = 0.25
+    for (s, d), where in pieces.items():
+        colour = "tab:red" if adds[s, d] else "tab:blue"
         ax.annotate(
             "",
             pos[d],
             pos[s],
             arrowprops=dict(
-                arrowstyle="-|>", color="tab:red" if red else "tab:blue", connectionstyle="arc3,rad=0.25"
+                arrowstyle="-|>",
+                color=colour,
+                lw=1.6,
+                mutation_scale=16,
+                shrinkA=10,
+                shrinkB=11,  # stop at the receiver's disc, so the head shows
+                connectionstyle=f"arc3,rad={rad}",
             ),
             zorder=5,
         )
-    ax.set_title(f"{schedule.collective}/{schedule.algorithm}: round {k + 1} of {len(schedule.rounds)}")
+        text = chunk_label(bounds, where) if labels else ""
+        if text:
+            ax.annotate(
+                text,
+                _on_arc(pos[s], pos[d], rad, 0.3),  # nearer the sender: labels of crossing arrows part
+                ha="center",
+                va="center",
+                fontsize=8,
+                color=colour,
+                zorder=6,
+                bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.85),
+            )
+    ax.set_title(f"round {k + 1} of {len(schedule.rounds)}", fontsize=10)
     ax.autoscale_view()
     return ax
