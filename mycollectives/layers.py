@@ -25,7 +25,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("consumers of schedules", ("verify", "plan", "cost")),
     ("execution and choice", ("executor", "loadstore", "auto")),
     ("API", ("api",)),
-    ("above the API", ("pingpong", "patch", "sim", "viz", "bench", "exercises", "memory", "parallel", "layers")),
+    (
+        "above the API",
+        ("pingpong", "patch", "sim", "viz", "bench", "exercises", "memory", "parallel", "layers"),
+    ),
     ("the package", ("",)),
 )
 

@@ -65,7 +65,9 @@ def bidirectional(per_direction: float) -> float:
 
 def nvlink_table() -> str:
     """The NVLink generations, one line each: links, GB/s per link and per GPU (one direction), datasheet."""
-    lines = [f"{'NVLink':>6s} {'GPU':>5s} {'links':>5s} {'GB/s per link':>14s} {'per GPU':>8s} {'datasheet':>10s}"]
+    lines = [
+        f"{'NVLink':>6s} {'GPU':>5s} {'links':>5s} {'GB/s per link':>14s} {'per GPU':>8s} {'datasheet':>10s}"
+    ]
     for g in NVLINK:
         lines.append(
             f"{g.generation:6d} {g.gpu:>5s} {g.links:5d} {g.per_link / GB:14.0f} {g.per_gpu / GB:8.0f} "

@@ -11,7 +11,14 @@ from __future__ import annotations
 from .animation import animate, step_through, to_html
 from .buffers import buffer_states, draw_buffers, mask_colours, rank_colours
 from .diagrams import spacetime, spacetime_trace
-from .plots import best_changes, busbw_plot, expected_busbw_plot, hierarchy_plot, link_heatmap, validation_plot
+from .plots import (
+    best_changes,
+    busbw_plot,
+    expected_busbw_plot,
+    hierarchy_plot,
+    link_heatmap,
+    validation_plot,
+)
 from .topo import draw_round, draw_topology, ring_positions
 
 __all__ = [

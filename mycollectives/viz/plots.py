@@ -36,7 +36,9 @@ def link_heatmap(
     if sources is not None:
         used = used[[topo.kinds[topo.link_src[k]] in sources for k in used]]
     used = used[np.argsort(-result.link_bytes[used], kind="stable")[:max_links]]
-    used = np.array(sorted(used, key=lambda k: (topo.kinds[topo.link_dst[k]], topo.link_src[k], k)), dtype=int)
+    used = np.array(
+        sorted(used, key=lambda k: (topo.kinds[topo.link_dst[k]], topo.link_src[k], k)), dtype=int
+    )
     ax = ax or plt.subplots(figsize=(7, 0.16 * len(used) + 1.4))[1]
     im = ax.imshow(util[:, used].T, aspect="auto", cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
     names = [f"{topo.names[topo.link_src[k]]} -> {topo.names[topo.link_dst[k]]}" for k in used]
