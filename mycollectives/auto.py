@@ -22,11 +22,14 @@ import functools
 
 from .cost import DEFAULT_MACHINE, Machine, cheapest
 
-# Load/store on one host's shared memory (symmetric memory): a read of a
-# peer's buffer costs little beyond its bytes (a barrier per round, about a
-# microsecond or two), and bytes move and add at memory speed (about 6 GB/s
-# for one core here). Used by ``auto`` for tensors in symmetric memory.
-LOADSTORE = Machine(alpha=2e-6, beta=1.5e-10, gamma=1.5e-10)
+# Load/store on one host's shared memory (symmetric memory): a round costs a
+# barrier on the signal pads (about 10 us between two processes that are
+# running; benchmarks/vs_mpi.py measures it), however many peers a rank reads,
+# and bytes are loaded and added at one core's memory speed (about 6 GB/s
+# here). Used by ``auto`` for tensors in symmetric memory: it picks the
+# direct algorithms (one round of reads) or two-shot, as NCCL's and PyTorch's
+# symmetric-memory kernels do.
+LOADSTORE = Machine(alpha=10e-6, beta=1.5e-10, gamma=1.5e-10, loads=True)
 
 
 @functools.lru_cache(maxsize=4096)

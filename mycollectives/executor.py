@@ -96,7 +96,11 @@ def settle(late: list, me: int, view, combine) -> None:
     for (buf, off, count), parts in groups.items():
         region = view(buf, off, count)
         ordered = sorted([*parts, (me, None)], key=lambda part: part[0])
-        acc = (region if ordered[0][1] is None else ordered[0][1]).clone()
+        if ordered[0][1] is None:  # this rank's own value comes first: add onto it in place
+            for _, data in ordered[1:]:
+                combine(region, data)
+            continue
+        acc = ordered[0][1]  # a received (or staged) copy, this rank's own to overwrite
         for _, data in ordered[1:]:
             combine(acc, region if data is None else data)
         region.copy_(acc)

@@ -9,7 +9,8 @@ A round keeps its meaning (every transfer reads the state at the start of
 the round, writes land at its end) with barriers on the signal pads: one
 before each round, so that every rank's writes of the previous round are in
 place before anyone reads; and one at the end, so that no rank changes its
-buffer while a peer still reads it. A write that lands on a region some other
+buffer while a peer still reads it (unless the last round ended with late
+writes: their barrier already followed every read). A write that lands on a region some other
 rank reads in the same round (the one-shot all-reduce adds into the very
 vector its peers read) goes to private staging first and is applied after
 one more barrier; everything else is applied as it is read.
@@ -51,6 +52,40 @@ def reads(schedule: Schedule, me: int) -> tuple[tuple[tuple[Item, ...], bool], .
     return tuple(out)
 
 
+def _views(schedule: Schedule, handle, offsets: dict[int, int], dtype: torch.dtype, me: int):
+    """Per round: ``(read, into, src, reduce, late, where)`` for every read of
+    ``me``, the tensors already sliced out of the heap (cached on the handle:
+    a repeated call slices nothing), and whether the round has late writes."""
+    key = (schedule, tuple(sorted(offsets.items())), dtype)
+    cached = handle.plans.get(key)
+    if cached is not None:
+        return cached
+    item = torch.empty(0, dtype=dtype).element_size()
+
+    def region(rank: int, buf: int, off: int, count: int) -> torch.Tensor:
+        start = offsets[buf] + off * item
+        return handle.segment(rank)[start : start + count * item].view(dtype)
+
+    out = []
+    for items, any_late in reads(schedule, me):
+        views = [
+            (
+                region(src, sbuf, soff, count),
+                region(me, dbuf, doff, count),
+                src,
+                red,
+                late,
+                (dbuf, doff, count),
+            )
+            for src, sbuf, soff, dbuf, doff, count, red, late in items
+        ]
+        out.append((views, any_late))
+    if len(handle.plans) > 256:  # many call shapes: keep the cache bounded
+        handle.plans.clear()
+    handle.plans[key] = out
+    return out
+
+
 def execute(
     schedule: Schedule,
     handle,
@@ -66,18 +101,10 @@ def execute(
     a barrier since every rank's buffers were last written has already passed
     (the argument check's, for a call whose tensors are used as given), so the
     first round needs none of its own."""
-    me, item = handle.rank, torch.empty(0, dtype=dtype).element_size()
+    me = handle.rank
     name = label or schedule.collective
-
-    def region(rank: int, buf: int, off: int, count: int) -> torch.Tensor:
-        start = offsets[buf] + off * item
-        return handle.segment(rank)[start : start + count * item].view(dtype)
-
-    def apply(into: torch.Tensor, data: torch.Tensor, red: bool) -> None:
-        if red:
-            combine(into, data)
-        else:
-            into.copy_(data)
+    plan = _views(schedule, handle, offsets, dtype, me)
+    mine = {where: into for views, _ in plan for _, into, _, _, _, where in views}
 
     def sync(where: str) -> None:
         try:
@@ -91,17 +118,19 @@ def execute(
 
     if not ready:
         sync("before round 0")
-    for k, (items, any_late) in enumerate(reads(schedule, me)):
+    for k, (views, any_late) in enumerate(plan):
         if k:
             sync(f"before round {k} of {len(schedule.rounds)}")
         staged = []
-        for src, sbuf, soff, dbuf, doff, count, red, late in items:
-            data = region(src, sbuf, soff, count)
+        for data, into, src, red, late, where in views:
             if late:
-                staged.append((src, data.clone(), [(dbuf, doff, count, red)]))
+                staged.append((src, data.clone(), [(*where, red)]))
+            elif red:
+                combine(into, data)
             else:
-                apply(region(me, dbuf, doff, count), data, red)
+                into.copy_(data)
         if any_late:  # every rank, so that all take the same barriers
             sync(f"round {k}, before its late writes")
-            settle(staged, me, lambda b, o, c: region(me, b, o, c), combine)
-    sync("after the last round")
+            settle(staged, me, lambda b, o, c: mine[b, o, c], combine)
+    if plan and not plan[-1][1]:  # after late writes nobody reads any more: that barrier was the last
+        sync("after the last round")

@@ -84,14 +84,17 @@ BITWISE = {
 }
 
 
+_COMBINERS = {
+    ReduceOp.SUM: _add,
+    ReduceOp.AVG: _add,
+    ReduceOp.PRODUCT: _mul,
+    ReduceOp.MIN: _minimum,
+    ReduceOp.MAX: _maximum,
+    **BITWISE,
+}
+
+
 def combiner(op: ReduceOp) -> Callable[[torch.Tensor, torch.Tensor], None]:
     """``f(acc, x)`` that folds ``x`` into ``acc`` in place. AVG sums; the
     caller divides by the world size once at the end."""
-    return {
-        ReduceOp.SUM: _add,
-        ReduceOp.AVG: _add,
-        ReduceOp.PRODUCT: _mul,
-        ReduceOp.MIN: _minimum,
-        ReduceOp.MAX: _maximum,
-        **BITWISE,
-    }[op]
+    return _COMBINERS[op]

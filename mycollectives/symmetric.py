@@ -43,7 +43,9 @@ from .transport.shm_setup import alive, everyone
 CHANNELS = 16  # rows of the signal pad
 MAX_RANKS = 256
 MAILBOX = 1024  # int64 words after the signal rows: a rank's word to its peers (the argument check's)
-PAD_BYTES = (CHANNELS * MAX_RANKS + MAILBOX) * 8
+PAD_BYTES = (CHANNELS * MAX_RANKS + MAILBOX + 8) * 8  # and a word that says "asleep: wake me"
+SPIN_S = 50e-6  # how long a waiter polls its pad before it sleeps on its pipe
+NAP_S = 0.002  # the longest a sleeper goes without looking at its pad (see _await)
 ALIGN = 4096
 
 
@@ -208,8 +210,13 @@ class SymmetricMemory:
         self._expected = np.zeros((CHANNELS, world_size), dtype=np.int64)
         words = [s[nbytes:].view(torch.int64) for s in segs]
         self._pads = [w[: CHANNELS * MAX_RANKS].view(CHANNELS, MAX_RANKS) for w in words]
-        self._mail = [w[CHANNELS * MAX_RANKS :] for w in words]
+        self._mail = [w[CHANNELS * MAX_RANKS : CHANNELS * MAX_RANKS + MAILBOX] for w in words]
+        # NumPy views of the same memory: a flag raised or read in ~0.1 us, not a torch op's ~5 us
+        self._flags = [p.numpy() for p in self._pads]
+        self._asleep = [w[CHANNELS * MAX_RANKS + MAILBOX :].numpy() for w in words]
+        self._mail_np = [m.numpy() for m in self._mail]
         self._wake_in, self._wake_out = wake_in, wake_out or {}
+        self.plans: dict = {}  # loadstore's sliced views per call shape (mycollectives.loadstore)
         weakref.finalize(self, _close_fds, [wake_in, *self._wake_out.values()])
 
     def get_buffer(self, rank: int, sizes, dtype: torch.dtype, storage_offset: int = 0) -> torch.Tensor:
@@ -231,6 +238,10 @@ class SymmetricMemory:
         """Rank ``rank``'s ``MAILBOX`` int64 words, which it writes and its peers read."""
         return self._mail[rank]
 
+    def mailboxes(self) -> list[np.ndarray]:
+        """Every rank's mailbox, as NumPy views (the argument check reads them)."""
+        return self._mail_np
+
     @property
     def nbytes(self) -> int:
         return self._nbytes
@@ -241,12 +252,11 @@ class SymmetricMemory:
 
     def put_signal(self, dst: int, channel: int = 0) -> None:
         """Raise this rank's flag in ``dst``'s pad (one more on ``channel``), and
-        wake ``dst`` if it sleeps (a byte in its pipe: no rank spins on a core
-        its peers need)."""
-        pad = self._pads[dst]
-        pad[channel, self.rank] = int(pad[channel, self.rank]) + 1
+        wake ``dst`` if it sleeps (a byte in its pipe; a waiter polls only
+        briefly, so no rank spins long on a core its peers need)."""
+        self._flags[dst][channel, self.rank] += 1
         fd = self._wake_out.get(dst)
-        if fd is not None:
+        if fd is not None and self._asleep[dst][0]:
             try:
                 os.write(fd, b"s")
             except BlockingIOError:
@@ -268,29 +278,57 @@ class SymmetricMemory:
         self._await(channel, [r for r in range(self.world_size) if r != self.rank], timeout)
 
     def _await(self, channel: int, sources: list[int], timeout: float | None) -> None:
+        """Poll the pad for ``SPIN_S`` (a peer a moment behind costs no system
+        call, on either side), then sleep on the wake-up pipe with the
+        "asleep" word raised, so that signallers know to write to it. A
+        signaller may read that word just before the sleeper raises it (the
+        processor may reorder a store and a later load); the sleeper then finds
+        the flag on its next look, at most ``NAP_S`` later, never a hang."""
         want = self._expected[channel]
         want[sources] += 1
-        pad = self._pads[self.rank][channel].numpy()
+        pad = self._flags[self.rank][channel]
+        if len(sources) == 1:
+            src, need = sources[0], int(want[sources[0]])
+
+            def met() -> bool:
+                return pad[src] >= need
+        else:
+            idx, need_all = np.asarray(sources), want[sources].copy()
+
+            def met() -> bool:
+                return bool((pad[idx] >= need_all).all())
+
+        start = time.perf_counter()
+        while time.perf_counter() - start < SPIN_S:
+            if met():
+                return
         deadline = time.monotonic() + (timeout or self.timeout)
-        for _ in range(50):  # a peer a moment ahead: no system call at all
-            if all(pad[s] >= want[s] for s in sources):
-                return
+        asleep = self._asleep[self.rank]
+        last_check = time.monotonic()
         while True:
-            late = [s for s in sources if pad[s] < want[s]]
-            if not late:
+            asleep[0] = 1
+            if met():
+                asleep[0] = 0
                 return
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            left = deadline - now
             if left <= 0:
+                asleep[0] = 0
+                late = [s for s in sources if pad[s] < want[s]]
                 raise TransportTimeout(f"no signal from rank {late[0]} on channel {channel}", peer=late[0])
-            if self._wake_in < 0 or not select.select([self._wake_in], [], [], min(left, 0.2))[0]:
-                dead = [s for s in late if not alive(self._pids[s])]
+            if self._wake_in >= 0 and select.select([self._wake_in], [], [], min(left, NAP_S))[0]:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(self._wake_in, 1 << 16)
+            elif self._wake_in < 0:
+                time.sleep(min(left, NAP_S))
+            if now - last_check > 0.2:  # now and then: has a peer we wait for died?
+                last_check = now
+                dead = [s for s in sources if pad[s] < want[s] and not alive(self._pids[s])]
                 if dead:
+                    asleep[0] = 0
                     raise TransportPeerError(
                         f"rank {dead[0]} (process {self._pids[dead[0]]}) has exited", peer=dead[0]
                     )
-                continue
-            with contextlib.suppress(BlockingIOError):
-                os.read(self._wake_in, 1 << 16)
 
 
 def _close_fds(fds) -> None:

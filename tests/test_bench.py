@@ -480,3 +480,29 @@ def test_one_gpu_runs_our_algorithms_and_nccls_own(tmp_path):
     data = json.loads(out.read_text())
     assert data["machine"]["backend"] == "nccl"
     assert all(r["wrong"] == 0 and min(r["calls_us"]) > 0 for r in data["results"])
+
+
+def test_mpi_ratio_table_reads_recorded_runs(tmp_path):
+    import json
+
+    from mycollectives.bench.factors import format_size
+    from mycollectives.bench.mpi import load_runs, ratio_table
+
+    for p, ours in ((2, 3.0), (4, 1.0)):
+        run = {
+            "machine": {"world_size": p, "cpu": "test cpu", "mpi": "MPICH test", "copy_gbs": 9.5},
+            "results": [
+                {
+                    "collective": "all_reduce",
+                    "size": 1 << 16,
+                    "busbw": {"mpi": 2.0, "gloo": 1.0, "ours": ours},
+                }
+            ],
+        }
+        (tmp_path / f"np{p}.json").write_text(json.dumps(run))
+    runs = load_runs(tmp_path)
+    assert [r["machine"]["world_size"] for r in runs] == [2, 4]
+    table = ratio_table(runs)
+    assert "all_reduce (p=2)" in table and "1.50x" in table and "0.50x" in table and "9.5 GB/s" in table
+    assert format_size(1 << 16) == "64K" and format_size(3 << 20) == "3M" and format_size(1000) == "1000"
+    assert "no recorded runs" in ratio_table([])

@@ -101,7 +101,8 @@ def _through_heap(heap, mine: np.ndarray, timeout: float, fn: str) -> np.ndarray
     from ..errors import CollectiveTimeout, PeerError
     from ..transport import TransportPeerError, TransportTimeout
 
-    heap.mailbox(heap.rank)[: len(mine)].copy_(torch.from_numpy(mine))
+    boxes = heap.mailboxes()
+    boxes[heap.rank][: len(mine)] = mine
     try:
         heap.barrier(1, timeout)
     except TransportTimeout as e:
@@ -111,7 +112,7 @@ def _through_heap(heap, mine: np.ndarray, timeout: float, fn: str) -> np.ndarray
         ) from e
     except TransportPeerError as e:
         raise PeerError(f"{fn} (argument check) on rank {heap.rank}: {e}") from e
-    return np.stack([heap.mailbox(r)[: len(mine)].numpy().copy() for r in range(heap.world_size)])
+    return np.stack([box[: len(mine)] for box in boxes])  # a copy: the next call may overwrite them
 
 
 def agree(fn: str, me: int, table: np.ndarray) -> None:

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import datetime
+import functools
 import math
 import numbers
 import os
@@ -119,7 +120,14 @@ class Launch:
             heap, offsets = found
             like = next(iter(buffers.values()))
             loadstore.execute(
-                self.schedule, heap, offsets, like.dtype, combine, self.options.timeout, self.fn
+                self.schedule,
+                heap,
+                offsets,
+                like.dtype,
+                combine,
+                self.options.timeout,
+                self.fn,
+                ready=as_given and self.checked_in_heap,
             )
             return
         if TMP in self.schedule.buffers and TMP not in buffers:
@@ -238,9 +246,16 @@ def _schedule(fn, t, collective: str, algorithm: str, meta: Meta, opts: Options,
     else:
         name = algorithm
     try:
+        if splits is None:  # a call shape seen before costs a dictionary lookup
+            return _cached_schedule(collective, name, p, itemsize, tuple(sorted(call.items())))
         return schedule_for(collective, name, p, itemsize=itemsize, **call)
     except ValueError as e:
         raise ValueError(f"{fn} on rank {t.rank}: {e}") from None
+
+
+@functools.lru_cache(maxsize=1024)
+def _cached_schedule(collective: str, name: str, p: int, itemsize: int, call: tuple) -> Schedule:
+    return schedule_for(collective, name, p, itemsize=itemsize, **dict(call))
 
 
 def _on_rank(e: Exception, fn: str, rank) -> Exception:

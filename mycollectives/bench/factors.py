@@ -45,6 +45,14 @@ def parse_size(text: str | int) -> int:
     return int(m.group(1)) << (10 * " KMGT".index(m.group(2).upper() or " "))
 
 
+def format_size(nbytes: int) -> str:
+    """The inverse of :func:`parse_size` for whole units: ``65536 -> "64K"``."""
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if nbytes >= 1 << shift and nbytes % (1 << shift) == 0:
+            return f"{nbytes >> shift}{unit}"
+    return str(nbytes)
+
+
 def sizes(min_bytes: int, max_bytes: int, factor: int = 2, step_bytes: int = 0) -> list[int]:
     """The sweep: ``min_bytes`` times ``factor`` until ``max_bytes`` (or a fixed step).
 

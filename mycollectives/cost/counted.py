@@ -9,6 +9,11 @@ used by Thakur, Rabenseifner and Gropp 2005, ``thakur2005``) charges a rank
   and receiving overlap, so the larger of the two counts),
 * ``gamma`` seconds for every byte it reduces on arrival.
 
+On symmetric memory (``Machine(loads=True)``, :mod:`mycollectives.loadstore`)
+a round is one barrier (``alpha``, however many peers a rank reads) and a
+rank's time is the bytes it *reads* (a source does nothing: its peers load
+from it) plus what it reduces.
+
 A round lasts as long as its busiest rank; a schedule lasts the sum of its
 rounds (the synchronous meaning of a round, see ``schedule.py``). Local copies
 (``src == dst``) cross no link and cost nothing here. Several transfers from
@@ -28,11 +33,13 @@ from ..schedule import Round, Schedule
 @dataclass(frozen=True)
 class Machine:
     """Model parameters: ``alpha`` (s per message), ``beta`` (s per byte),
-    ``gamma`` (s per byte reduced)."""
+    ``gamma`` (s per byte reduced); with ``loads``, ``alpha`` is per round (a
+    barrier) and ``beta`` per byte read (see the module)."""
 
     alpha: float = 1e-6
     beta: float = 1e-9
     gamma: float = 0.0
+    loads: bool = False
 
     def time(self, messages, nbytes, reduced=0.0):
         """``alpha * messages + beta * nbytes + gamma * reduced``."""
@@ -46,6 +53,7 @@ class RoundLoad:
     messages: np.ndarray
     nbytes: np.ndarray
     reduced: np.ndarray
+    read: np.ndarray  # bytes received: what a rank loads on symmetric memory
 
 
 def round_load(r: Round, p: int, itemsize: int) -> RoundLoad:
@@ -59,7 +67,7 @@ def round_load(r: Round, p: int, itemsize: int) -> RoundLoad:
     sent = np.bincount(src, weights=nb, minlength=p)
     recv = np.bincount(dst, weights=nb, minlength=p)
     red = np.bincount(dst, weights=nb * r.reduce[remote], minlength=p)
-    return RoundLoad(np.maximum(msgs_out, msgs_in), np.maximum(sent, recv), red)
+    return RoundLoad(np.maximum(msgs_out, msgs_in), np.maximum(sent, recv), red, recv)
 
 
 def round_times(schedule: Schedule, machine: Machine, itemsize: int = 4) -> np.ndarray:
@@ -68,7 +76,10 @@ def round_times(schedule: Schedule, machine: Machine, itemsize: int = 4) -> np.n
     out = np.zeros(len(schedule.rounds))
     for i, r in enumerate(schedule.rounds):
         load = round_load(r, p, itemsize)
-        out[i] = machine.time(load.messages, load.nbytes, load.reduced).max() if p else 0.0
+        if machine.loads:
+            out[i] = machine.time(1, load.read, load.reduced).max() if p else 0.0
+        else:
+            out[i] = machine.time(load.messages, load.nbytes, load.reduced).max() if p else 0.0
     return out
 
 

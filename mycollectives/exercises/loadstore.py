@@ -1,0 +1,199 @@
+"""Checks for the exercises of the page on loads and stores (chapter 4b).
+
+Every expected value is computed from the package: the schedules
+(:func:`~mycollectives.algorithms.schedule_for`), the bytes they move
+(:func:`~mycollectives.cost.traffic`), the barriers :mod:`mycollectives.loadstore`
+takes (:func:`barriers`) and the load/store cost model
+(``Machine(loads=True)``). A wrong answer is told what it most likely left out.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..algorithms import schedule_for
+from ..cost import Machine, counted_cost, traffic
+from ..loadstore import reads
+
+MIB = 1 << 20
+
+
+def _need(answer: object, what: str) -> None:
+    assert answer is not None, f"replace None with your answer: {what}"
+
+
+def _close(answer, want: float, what: str, unit: str = "", rel: float = 0.02) -> None:
+    _need(answer, what)
+    got = float(answer)
+    assert math.isclose(got, want, rel_tol=rel), (
+        f"{what}: got {got:.4g}{unit}, off by {100 * (got / want - 1):+.1f}% from the expected value"
+    )
+    print(f"Correct: {what} = {got:.4g}{unit}")
+
+
+# --- copies: messages against loads ----------------------------------------------------
+
+
+def copied_bytes(collective: str, algorithm: str, p: int, nbytes: int) -> tuple[float, float]:
+    """Bytes the busiest rank copies in one call: over the shared-memory
+    transport (each message is written into a shared region by its sender and
+    read out by its receiver) and as loads (the receiver reads the sender's
+    buffer where it lies)."""
+    sent, received = traffic(schedule_for(collective, algorithm, p, nbytes))
+    return float((sent + received).max()), float(received.max())
+
+
+def check_copies(messages: float | None, loads: float | None, p: int = 4, nbytes: int = 64 * MIB) -> None:
+    """MiB one rank copies in a ring all-gather: message passing against loads."""
+    want_msg, want_loads = (b / MIB for b in copied_bytes("all_gather", "ring", p, nbytes))
+    _need(messages, "MiB copied with messages")
+    _need(loads, "MiB copied with loads")
+    if math.isclose(float(messages), want_loads, rel_tol=0.02):
+        raise AssertionError(
+            "with messages every byte is copied twice: into the shared region by its sender, "
+            "then out of it by its receiver; a rank does both, for what it sends and what it receives"
+        )
+    if math.isclose(float(loads), nbytes / MIB, rel_tol=0.02):
+        raise AssertionError(f"a rank already holds its own 1/{p} of the output: it loads only the rest")
+    for got, want, what in ((messages, want_msg, "with messages"), (loads, want_loads, "with loads")):
+        assert math.isclose(float(got), want, rel_tol=0.02), (
+            f"MiB copied per rank {what}: got {float(got):.4g}, off by {100 * (float(got) / want - 1):+.1f}%"
+        )
+    print(f"Correct: {float(messages):.4g} MiB with messages, {float(loads):.4g} MiB with loads")
+
+
+# --- barriers -----------------------------------------------------------------------------
+
+
+def barriers(collective: str, algorithm: str, p: int, nbytes: int = 1 << 16, check: bool = True) -> int:
+    """Barriers one call takes on symmetric memory: the argument check's (one,
+    which also stands for the first round's), one before every later round,
+    one before a round's late writes, and one after the last round unless that
+    round ended with late writes (:func:`mycollectives.loadstore.execute`)."""
+    plan = reads(schedule_for(collective, algorithm, p, nbytes), 0)
+    count = 1  # the argument check's, or the first round's
+    count += max(len(plan) - 1, 0)
+    count += sum(1 for _, late in plan if late)
+    if plan and not plan[-1][1]:
+        count += 1
+    return count
+
+
+def check_barriers(answers: dict | None, p: int = 4) -> None:
+    """Barriers per all-reduce call with the argument check on: ring, direct (two-shot), one_shot."""
+    _need(answers, "a dict {algorithm: barriers}")
+    wrong = []
+    for algorithm in ("ring", "direct", "one_shot"):
+        want = barriers("all_reduce", algorithm, p)
+        got = answers.get(algorithm)
+        if got is None:
+            wrong.append(f"{algorithm}: missing")
+        elif int(got) != want:
+            hint = {
+                "ring": f"the ring has {2 * (p - 1)} rounds, and its reductions never land on a region "
+                "a peer reads in the same round",
+                "direct": "two rounds (reduce-scatter, all-gather) and no late writes",
+                "one_shot": "one round whose writes land on the vector the peers are reading: "
+                "they wait for a barrier, which is then also the last",
+            }[algorithm]
+            wrong.append(f"{algorithm}: got {got}, {hint}")
+    assert not wrong, "; ".join(wrong)
+    print(
+        f"Correct: ring {answers['ring']}, direct {answers['direct']}, one_shot {answers['one_shot']} barriers"
+    )
+
+
+# --- one-shot against two-shot ---------------------------------------------------------------
+
+
+def crossover(p: int, machine: Machine, lo: int = 64, hi: int = 1 << 30) -> float:
+    """The nccl-tests size (bytes) above which two-shot (``direct``) beats
+    one-shot on ``machine``, from the counted costs (bisection on a log scale)."""
+
+    def gap(n: float) -> float:  # two-shot minus one-shot: positive while one-shot is faster
+        n = max(int(n) // (4 * p) * 4 * p, 4 * p)
+        one = counted_cost(schedule_for("all_reduce", "one_shot", p, n), machine)
+        two = counted_cost(schedule_for("all_reduce", "direct", p, n), machine)
+        return two - one
+
+    if gap(lo) <= 0:
+        return float(lo)
+    if gap(hi) > 0:
+        return float("inf")
+    a, b = math.log(lo), math.log(hi)
+    for _ in range(50):
+        m = (a + b) / 2
+        a, b = (m, b) if gap(math.exp(m)) > 0 else (a, m)
+    return math.exp(b)
+
+
+def check_crossover(answer: float | None, p: int = 2, alpha: float = 10e-6, beta: float = 1.5e-10,
+                    gamma: float = 1.5e-10) -> None:  # fmt: skip
+    """The size where two-shot overtakes one-shot, on a machine of the given constants."""
+    want = crossover(p, Machine(alpha=alpha, beta=beta, gamma=gamma, loads=True))
+    _need(answer, "crossover size in bytes")
+    if math.isclose(float(answer), alpha / gamma, rel_tol=0.05):
+        raise AssertionError(
+            "two-shot's reduce-scatter reduces only 1/p of the vector per peer: compare what each "
+            "adds up, not just the rounds"
+        )
+    _close(float(answer) / 1024, want / 1024, f"crossover on {p} ranks", " KiB", rel=0.05)
+
+
+# --- design: an NVLink node ---------------------------------------------------------------
+
+
+def nvlink_choice(p: int, nbytes: int, link: float, sync: float) -> dict[str, float]:
+    """Seconds of a symmetric-memory all-reduce on ``p`` GPUs joined by a
+    switch, each GPU's link ``link`` bytes/s per direction and a barrier
+    ``sync`` seconds; adds are free (they run at memory speed, far above the
+    link). One-shot reads (p-1)n in one round; two-shot reads 2(p-1)/p n in
+    two; in-switch reduction (multimem) loads its reduced 1/p and stores it to
+    all, 2n/p through the link, in two barriers."""
+    n = float(nbytes)
+    return {
+        "one_shot": sync + (p - 1) * n / link,
+        "two_shot": 2 * sync + 2 * (p - 1) / p * n / link,
+        "multimem": 2 * sync + 2 * n / p / link,
+    }
+
+
+def check_nvlink_choice(
+    times: dict | None, p: int = 8, link: float = 450e9, sync: float = 3e-6, small: int = 256 << 10,
+    large: int = 64 * MIB,
+) -> None:  # fmt: skip
+    """The times of one-shot, two-shot and multimem at a small and a large size."""
+    _need(times, "a dict {(algorithm, size): seconds}")
+    wrong = []
+    for size in (small, large):
+        want = nvlink_choice(p, size, link, sync)
+        for name, sec in want.items():
+            got = times.get((name, size))
+            if got is None:
+                wrong.append(f"({name!r}, {size}) missing")
+            elif not math.isclose(float(got), sec, rel_tol=0.03):
+                wrong.append(
+                    f"{name} at {size} B: got {float(got) * 1e6:.2f} us, expected {sec * 1e6:.2f} us"
+                )
+    assert not wrong, "; ".join(wrong)
+    print(f"Correct: all {len(times)} times within 3 %")
+
+
+def check_heap_picks(small: str | None, large: str | None, p: int = 4) -> None:
+    """Chapter 4b design: the all-reduce for 16 KiB and 16 MiB heap tensors on ``p`` ranks."""
+    from ..auto import LOADSTORE, choose
+
+    _need(small, "the algorithm for 16 KiB")
+    _need(large, "the algorithm for 16 MiB")
+    x = crossover(p, LOADSTORE)
+    wrong = []
+    for got, size in ((small, 16 << 10), (large, 16 << 20)):
+        want = choose("all_reduce", p, size, heap=True)
+        if got != want:
+            side = "below" if size < x else "above"
+            wrong.append(
+                f"{size >> 10} KiB is {side} the crossover ({x / 1024:.1f} KiB): the cost model picks {want!r}, "
+                f"not {got!r}"
+            )
+    assert not wrong, "; ".join(wrong)
+    print(f"Correct: {small} for 16 KiB, {large} for 16 MiB (crossover {x / 1024:.1f} KiB)")

@@ -1,0 +1,59 @@
+"""The checks of the page on loads and stores: right answers pass, typical
+wrong ones fail with a message that says what was left out."""
+
+from __future__ import annotations
+
+import pytest
+
+from mycollectives.exercises import loadstore as ex
+
+MIB = 1 << 20
+
+
+def test_copies_right_and_wrong(capsys):
+    ex.check_copies(96, 48)
+    assert "Correct" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="copied twice"):
+        ex.check_copies(48, 48)
+    with pytest.raises(AssertionError, match="already holds its own"):
+        ex.check_copies(96, 64)
+    with pytest.raises(AssertionError, match="replace None"):
+        ex.check_copies(None, 48)
+    with pytest.raises(AssertionError, match="with loads"):
+        ex.check_copies(96, 40)
+    assert "Correct" not in capsys.readouterr().out  # never success before a failure
+
+
+def test_barriers_counted_from_the_plan():
+    assert ex.barriers("all_reduce", "one_shot", 4) == 2
+    assert ex.barriers("all_reduce", "direct", 4) == 3
+    assert ex.barriers("all_reduce", "ring", 4) == 2 * 3 + 1
+    ex.check_barriers({"ring": 7, "direct": 3, "one_shot": 2})
+    with pytest.raises(AssertionError, match="land on the vector"):
+        ex.check_barriers({"ring": 7, "direct": 3, "one_shot": 3})
+    with pytest.raises(AssertionError, match="missing"):
+        ex.check_barriers({"ring": 7})
+
+
+def test_crossover_matches_the_closed_form():
+    # p = 2: one-shot a + n(b + g), two-shot 2a + n b + n g / 2: equal at n = 2a / g
+    assert ex.crossover(2, ex.Machine(alpha=10e-6, beta=1.5e-10, gamma=1.5e-10, loads=True)) == pytest.approx(
+        2 * 10e-6 / 1.5e-10, rel=1e-3
+    )
+    ex.check_crossover(2 * 10e-6 / 1.5e-10)
+    with pytest.raises(AssertionError, match="reduces only 1/p"):
+        ex.check_crossover(10e-6 / 1.5e-10)
+
+
+def test_nvlink_choice():
+    p, link, sync = 8, 450e9, 3e-6
+    times = {(a, s): t for s in (256 << 10, 64 * MIB) for a, t in ex.nvlink_choice(p, s, link, sync).items()}
+    ex.check_nvlink_choice(times)
+    small = ex.nvlink_choice(p, 256 << 10, link, sync)
+    large = ex.nvlink_choice(p, 64 * MIB, link, sync)
+    assert min(large, key=large.get) == "multimem" and large["two_shot"] < large["one_shot"]
+    assert small["one_shot"] < 1.2 * small["two_shot"]  # latency-bound: one barrier is worth (p-1)n/link
+    wrong = dict(times)
+    wrong["one_shot", 64 * MIB] = 64 * MIB / link + sync  # forgot that one-shot reads every peer's vector
+    with pytest.raises(AssertionError, match="one_shot at"):
+        ex.check_nvlink_choice(wrong)
