@@ -85,7 +85,7 @@ def check_closest_to_native(
             "with the measured fastest"
         )
     print(
-        f"Correct: {measured[largest]} at {largest} bytes, {measured[smallest]} at {smallest} bytes; "
+        f"Correct: {measured[largest]} at {largest} bytes, {measured[smallest]} at {smallest} bytes;\n"
         f"the model {'agrees' if agrees else 'picks ' + ' and '.join(modelled[n] for n in (largest, smallest))}"
     )
 

@@ -256,7 +256,7 @@ def check_nic_design(
     print(
         "Correct: "
         + ", ".join(f"{k} NIC{'s' * (k > 1)} {1e3 * want[k]:.1f} ms" for k in NIC_CHOICES)
-        + f"; {fits[0]} NICs per node is the fewest within {budget_s * 1e3:g} ms"
+        + f";\n{fits[0]} NICs per node is the fewest within {budget_s * 1e3:g} ms"
     )
 
 
