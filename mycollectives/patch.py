@@ -1,4 +1,4 @@
-"""Putting the package under an existing program: :func:`~mycollectives.patch.patch_torch_distributed`.
+"""Putting the package under an existing program: :func:`~mycollectives.patch_torch_distributed`.
 
 The collectives keep torch.distributed's names, argument order and
 semantics, so a training program written for ``torch.distributed`` can run

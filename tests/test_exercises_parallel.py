@@ -31,6 +31,13 @@ def test_fsdp_network_bytes_right_and_wrong():
         ex.check_fsdp_network_bytes(3 * 63 / 64 * psi)
     with pytest.raises(AssertionError, match="twice"):
         ex.check_fsdp_network_bytes(2 * 7 / 8 * psi / 8)
+    # chapter 5's exercise: Llama 3 70B over 128 GPUs (16 nodes)
+    psi70 = LLAMA3_70B.params * 2
+    ex.check_fsdp_network_bytes(3 * 15 / 16 * psi70 / 8, LLAMA3_70B, 128)
+    with pytest.raises(AssertionError, match="flat ring"):
+        ex.check_fsdp_network_bytes(3 * 127 / 128 * psi70, LLAMA3_70B, 128)
+    with pytest.raises(AssertionError, match="off by"):
+        ex.check_fsdp_network_bytes(3 * 7 / 8 * psi70 / 8, LLAMA3_70B, 128)  # 8 nodes' answer
 
 
 def ring_matmul(x, w):

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 import mycollectives as mc
-from mycollectives.exercises import ExerciseFailure
+from mycollectives.exercises import ExerciseFailure, nccl_model
 from mycollectives.exercises import topology as ex
 from mycollectives.nccl import constants as K
-from mycollectives.topology import NET, NVLINK, cluster
+from mycollectives.topology import NET, NVLINK, cluster, dgx_a100
 
 GIB = 1 << 30
 
@@ -44,8 +44,10 @@ def leader_all_reduce(tensor: torch.Tensor, local_size: int) -> None:
 
 
 def test_hierarchical_right_answer_passes(capsys):
-    assert ex.check_hierarchical_all_reduce(leader_all_reduce, local_size=4) > 0
-    assert ex.check_hierarchical_all_reduce(leader_all_reduce, local_size=2, world_sizes=(2, 4, 6)) > 0
+    assert ex.check_hierarchical_all_reduce(leader_all_reduce, local_size=4) is None  # nothing to echo
+    out = capsys.readouterr().out
+    assert "all_reduce passes all" in out and "only node leaders" in out
+    ex.check_hierarchical_all_reduce(leader_all_reduce, local_size=2, world_sizes=(2, 4, 6))
     assert "only node leaders" in capsys.readouterr().out
 
 
@@ -114,9 +116,10 @@ def flat_gather(tensor: torch.Tensor, local_size: int) -> None:
         mc.send(tensor, r)
 
 
-def test_hierarchical_non_leader_crossing_named():
+def test_hierarchical_non_leader_crossing_named(capsys):
     with pytest.raises(AssertionError, match="only the leaders"):
         ex.check_hierarchical_all_reduce(flat_gather, local_size=4)
+    assert "Correct" not in capsys.readouterr().out  # no success printed before the failure
 
 
 def test_hierarchical_needs_a_divisible_world():
@@ -132,43 +135,93 @@ def _rates():
     return two.link_bw[two.link_class == NVLINK][0], two.link_bw[two.link_class == NET].min()
 
 
-def test_ring_vs_hierarchical():
+def test_ring_vs_hierarchical(capsys):
     b_nv, b_net = _rates()
     t_ring = 2 * 15 / 16 * GIB / b_net
     t_hier = 2 * 7 / 8 * GIB / b_nv + 2 * 1 / 2 * (GIB / 8) / b_net
     ex.check_ring_vs_hierarchical(t_ring, t_hier)
+    assert "Correct" in capsys.readouterr().out
     with pytest.raises(AssertionError, match="swapped"):
         ex.check_ring_vs_hierarchical(t_hier, t_ring)
-    with pytest.raises(AssertionError, match="slowest link"):
-        ex.check_ring_vs_hierarchical(2 * 15 / 16 * GIB / b_nv, t_hier)  # the ring on NVLink
-    with pytest.raises(AssertionError, match="three phases"):
-        ex.check_ring_vs_hierarchical(t_ring, 2 * 1 / 2 * GIB / b_net)  # the whole vector across nodes
     with pytest.raises(AssertionError, match="replace None"):
         ex.check_ring_vs_hierarchical(None, t_hier)
 
 
-def test_inter_node_bytes():
-    ex.check_inter_node_bytes(2 * 3 / 4 * GIB / 8)
-    assert ex.inter_node_bytes() == pytest.approx(2 * 3 / 4 * GIB / 8)
-    with pytest.raises(AssertionError, match="WHOLE vector"):
-        ex.check_inter_node_bytes(2 * 3 / 4 * GIB)
-    with pytest.raises(AssertionError, match="off by"):
-        ex.check_inter_node_bytes(3 / 4 * GIB / 8)
+@pytest.mark.parametrize(
+    "rate, says",
+    [
+        (NVLINK, "the wrong link"),  # the ring on NVLink
+        (50e9, "the right link .* at the wrong rate: 50 GB/s is its datasheet line rate"),
+        (400e9, "gigabits"),
+        ("half the steps", "reduce-scatter AND an all-gather"),
+        (37e9, "no link's rate"),
+    ],
+)
+def test_ring_time_wrong_link_and_wrong_rate_told_apart(rate, says):
+    """The hint says which is wrong: the link a step waits for, or the rate of the right link."""
+    b_nv, b_net = _rates()
+    t_hier = 2 * 7 / 8 * GIB / b_nv + 2 * 1 / 2 * (GIB / 8) / b_net
+    if rate == NVLINK:
+        t_ring = 2 * 15 / 16 * GIB / b_nv
+    elif rate == "half the steps":
+        t_ring = 15 / 16 * GIB / b_net
+    else:
+        t_ring = 2 * 15 / 16 * GIB / rate
+    with pytest.raises(AssertionError, match=says):
+        ex.check_ring_vs_hierarchical(t_ring, t_hier)
 
 
-def test_ring_latency():
-    """NCCL's latency of a 4096-GPU ring: 8.4 + 7168 x 3.4 + 1022 x 14 us, times nothing else."""
-    p, nodes = 4096, 512
-    base, intra, inter = 8.4e-6, 3.4e-6, 14e-6
-    want = base + (2 * (p - 1) - 2 * (nodes - 1)) * intra + 2 * (nodes - 1) * inter
-    assert ex.ring_latency() == pytest.approx(want)
-    ex.check_ring_latency(want)
-    with pytest.raises(AssertionError, match="only 1022 of the 8190 steps"):
-        ex.check_ring_latency(base + 2 * (p - 1) * inter)
-    with pytest.raises(AssertionError, match="once per collective"):
-        ex.check_ring_latency(2 * (p - 1) * (base + inter))
+def test_hierarchical_time_hints():
+    b_nv, b_net = _rates()
+    t_ring = 2 * 15 / 16 * GIB / b_net
+    t_nv, t_net = 2 * 7 / 8 * GIB / b_nv, (GIB / 8) / b_net
+    with pytest.raises(AssertionError, match="network phase alone"):
+        ex.check_ring_vs_hierarchical(t_ring, t_net)
+    with pytest.raises(AssertionError, match="NVLink phases alone"):
+        ex.check_ring_vs_hierarchical(t_ring, t_nv)
+    with pytest.raises(AssertionError, match="not all of it"):
+        ex.check_ring_vs_hierarchical(t_ring, t_nv + 8 * t_net)  # the whole vector across nodes
+    with pytest.raises(AssertionError, match="three phases"):
+        ex.check_ring_vs_hierarchical(t_ring, 1.5 * (t_nv + t_net))
+
+
+def _nic_times() -> dict[int, float]:
+    """The solution's formula: NVLink phases, then the node's network bytes through its k NICs."""
+    b_nv, b_net = _rates()
+    return {k: 2 * 7 / 8 * GIB / b_nv + 2 * 3 / 4 * GIB / (k * b_net) for k in (1, 2, 4, 8)}
+
+
+def test_nic_design(capsys):
+    t = _nic_times()
+    assert all(ex.hierarchical_by_nics(k) == pytest.approx(t[k], rel=1e-6) for k in t)  # formula = simulator
+    ex.check_nic_design(t, 4)
+    assert "4 NICs per node is the fewest" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="do not change with the number of NICs"):
+        ex.check_nic_design({k: t[8] for k in t}, 4)  # every GPU through a NIC of its own
+    with pytest.raises(AssertionError, match="network phase alone"):
+        ex.check_nic_design({k: t[k] - 2 * 7 / 8 * GIB / _rates()[0] for k in t}, 4)
+    with pytest.raises(AssertionError, match="so is a smaller count"):
+        ex.check_nic_design(t, 8)
+    with pytest.raises(AssertionError, match="too slow"):
+        ex.check_nic_design(t, 2)
+    with pytest.raises(AssertionError, match="no entry for"):
+        ex.check_nic_design({8: t[8]}, 8)
     with pytest.raises(AssertionError, match="off by"):
-        ex.check_ring_latency(want / 2)
+        ex.check_nic_design({k: 1.1 * v for k, v in t.items()}, 4)
+    assert "Correct" not in capsys.readouterr().out
+
+
+def test_two_level_bytes(capsys):
+    block = GIB / 32
+    ex.check_two_level_bytes(3 * block, 31 * block)
+    assert "3 blocks" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="all-reduce's"):
+        ex.check_two_level_bytes(6 * block, 31 * block)
+    with pytest.raises(AssertionError, match="off by"):
+        ex.check_two_level_bytes(4 * block, 31 * block)
+    with pytest.raises(AssertionError, match="ring_bytes is 7 blocks"):
+        ex.check_two_level_bytes(3 * block, 7 * block)  # right first answer, wrong second: no "Correct"
+    assert "Correct" not in capsys.readouterr().out
 
 
 def _nccl_ring_protocol(nbytes: int) -> str:
@@ -188,16 +241,40 @@ def _nccl_ring_protocol(nbytes: int) -> str:
 
 
 def test_protocol_choice():
-    ex.check_protocol_choice(_nccl_ring_protocol)
+    nccl_model.check_protocol_choice(_nccl_ring_protocol)
     with pytest.raises(AssertionError, match="'LL' is faster"):
-        ex.check_protocol_choice(lambda n: "simple")
+        nccl_model.check_protocol_choice(lambda n: "simple")
     with pytest.raises(AssertionError, match="at 8388608 bytes you picked 'll', but 'LL128' is faster"):
-        ex.check_protocol_choice(lambda n: "ll" if n < 1 << 28 else "simple")  # LL for too long
+        nccl_model.check_protocol_choice(lambda n: "ll" if n < 1 << 28 else "simple")  # LL for too long
     with pytest.raises(
         AssertionError, match="but 'LL' is faster"
     ):  # 2.19's LL factor moves the switch too early
-        ex.check_protocol_choice(lambda n: "ll" if n < 1 << 20 else "ll128" if n < 1 << 25 else "simple")
+        nccl_model.check_protocol_choice(
+            lambda n: "ll" if n < 1 << 20 else "ll128" if n < 1 << 25 else "simple"
+        )
     with pytest.raises(AssertionError, match="expected one of"):
-        ex.check_protocol_choice(lambda n: "fast")
+        nccl_model.check_protocol_choice(lambda n: "fast")
     with pytest.raises(AssertionError, match="return a protocol name"):
-        ex.check_protocol_choice(lambda n: None)
+        nccl_model.check_protocol_choice(lambda n: None)
+
+
+def _a100_ring_protocol(nbytes: int) -> str:
+    """Chapter 4's solution, on one DGX A100: the ring graph from the search, Ampere's caps."""
+    from mycollectives.sim.nccl import system
+
+    p, ring = 8, system(dgx_a100()).graphs["ring"]
+    bus = ring.channels * ring.bw_intra
+    cap = {
+        "Simple": bus,
+        "LL128": min(K.LL128_FACTOR * bus, ring.channels * K.PER_CHANNEL_RING_LL128["ampere"]),
+        "LL": min(K.LL_MAX_BW["ampere"][0], K.RING_LL_FACTOR * bus),
+    }
+    lat = {pr: K.BASE_LATENCY["Ring"][pr] + 2 * (p - 1) * K.HW_LATENCY["NVLink"]["Ring"][pr] for pr in cap}
+    return min(cap, key=lambda pr: lat[pr] + nbytes / (1000 * cap[pr] * p / (2 * (p - 1))))
+
+
+def test_protocol_choice_on_an_a100(capsys):
+    nccl_model.check_protocol_choice(_a100_ring_protocol, dgx_a100())
+    assert "Correct" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="'LL' is faster"):
+        nccl_model.check_protocol_choice(lambda n: "ll128", dgx_a100())

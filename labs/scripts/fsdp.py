@@ -148,16 +148,18 @@ def main() -> None:
     torch.testing.assert_close(
         full, torch.cat([p.detach().reshape(-1) for p in ddp.parameters()]), rtol=1e-4, atol=1e-5
     )
-    log(
-        env,
-        f"{n_params / 1e6:.2f} M parameters; after {steps} Adam steps the loss curve and the weights equal DDP's",
-    )
+    log(env, f"{n_params / 1e6:.2f} M parameters; after {steps} Adam steps")
+    log(env, "the loss curve and the weights equal DDP's")
     fsdp_state = fsdp.state_bytes()
     for name, st in (("DDP", ddp_state), ("FSDP", fsdp_state)):
         total = sum(st.values())
         log(
             env,
-            f"{name:5s} state per rank: {total / 2**20:8.2f} MiB = {total / n_params:5.2f} bytes/parameter {st}",
+            f"{name:5s} state per rank: {total / 2**20:8.2f} MiB = {total / n_params:5.2f} bytes/parameter",
+        )
+        log(
+            env,
+            "      " + ", ".join(f"{k} {v / 2**20:.2f} MiB" for k, v in st.items()),
         )
     assert sum(fsdp_state.values()) * env.world_size >= sum(ddp_state.values()), "sharding lost some state"
     assert sum(fsdp_state.values()) <= sum(ddp_state.values()) / env.world_size + 16 * env.world_size

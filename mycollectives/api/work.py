@@ -68,7 +68,7 @@ class Work:
         return self._outputs
 
     def get_future(self) -> torch.futures.Future:
-        """A future that completes with :meth:`Work.result` (or the error)."""
+        """A future that completes with ``result()`` (or the error)."""
         with self._lock:
             if self._future is None:
                 self._future = torch.futures.Future()

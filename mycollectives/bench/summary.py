@@ -59,11 +59,12 @@ def ratio_rows(data, sizes: Sequence[int]) -> list[dict]:
 
 
 def describe_machine(meta: dict) -> str:
-    """One line: what a recording ran on, and when."""
+    """Two lines: what a recording ran on (processor, cores), and with what software, when."""
     when = str(meta.get("date_utc", "?"))[:10]
     return (
-        f"{meta.get('cpu', '?')}, {meta.get('cores', '?')} cores, torch {meta.get('torch', '?')}, "
-        f"{meta.get('backend', '?')} with the {meta.get('transport', '?')} transport, recorded {when}"
+        f"{meta.get('cpu', '?')}, {meta.get('cores', '?')} cores;\n"
+        f"torch {meta.get('torch', '?')}, {meta.get('backend', '?')} with the "
+        f"{meta.get('transport', '?')} transport, recorded {when}"
     )
 
 

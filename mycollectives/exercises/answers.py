@@ -52,3 +52,10 @@ def expect(answer: object, want: float, what: str, rel: float = 0.01, hint: str 
 def passed(*lines: str) -> None:
     """Print the success lines of every part, once all of them have passed."""
     print("\n".join(lines))
+
+
+def close(answer: object, want: float, what: str, unit: str = "", rel: float = 0.02) -> None:
+    """Pass quietly if ``answer`` is within ``rel`` of ``want``; else say by how much it is off
+    (never printing the expected value, so the check cell does not give the answer away)."""
+    got = number(answer, what)
+    assert near(got, want, rel), f"{what}: got {got:.4g}{unit}, {off(got, want)} from the expected value"

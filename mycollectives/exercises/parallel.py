@@ -75,12 +75,12 @@ def fsdp_network_bytes(model: ModelConfig = LLAMA3_8B, gpus: int = 64) -> float:
     return sum(costs.cost(c, lay, links).network_bytes * c.calls for c in traffic.comms(model, lay))
 
 
-def check_fsdp_network_bytes(answer: float | None) -> None:
-    """Chapter 5: ZeRO-3 of Llama 3 8B on 8 DGX H100 nodes: bytes per GPU into the network."""
-    want = fsdp_network_bytes()
+def check_fsdp_network_bytes(answer: float | None, model: ModelConfig = LLAMA3_8B, gpus: int = 64) -> None:
+    """Chapter 5: ZeRO-3 of ``model`` on ``gpus`` H100s in DGX nodes: bytes per GPU into the network."""
+    want = fsdp_network_bytes(model, gpus)
     _need(answer, "bytes per GPU into the network")
-    psi = LLAMA3_8B.params * LLAMA3_8B.param_bytes
-    flat = 3 * 63 / 64 * psi
+    psi = model.params * model.param_bytes
+    flat = 3 * (gpus - 1) / gpus * psi
     if math.isclose(float(answer), flat, rel_tol=0.01):
         raise AssertionError(
             "that is what a flat ring would put through every GPU's NIC; with 8 ranks per node the "

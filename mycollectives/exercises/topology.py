@@ -1,45 +1,33 @@
-"""Check functions for the exercises of chapter 4 (Topology).
+"""Check functions for the exercises of chapter 4 (Topology): the hierarchy of links.
 
 Each ``check_*`` raises ``AssertionError`` with a message that says what is
-wrong, or prints what was right. The expected values come from the package
-itself (the simulator, the topology presets, NCCL's model in
-``mycollectives.nccl``), so the notebook shows the question and not the
-answer.
+wrong, or prints what was right, and returns nothing; it never prints
+success before a failure. The expected values come from the package itself
+(the simulator, the topology presets, the schedules), so the notebook shows
+the question and not the answer. The exercises on NCCL's cost model are in
+:mod:`mycollectives.exercises.nccl_model`.
 
 ``check_hierarchical_all_reduce`` wraps the shared harness
 (``mycollectives.exercises.check_collective``) to hand the reader's
-function the node size, and adds a check of its own: only node leaders may
+function the node size, and adds a rule of its own: only node leaders may
 send between nodes.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 
-from ..nccl.constants import BASE_LATENCY, HW_LATENCY
-from ..nccl.model import latency
 from ..sim import simulate
-from ..sim.nccl import choose
-from ..sim.nccl import system as nccl_system
-from ..topology import Topology, cluster, dgx_h100
+from ..topology import NET, NVLINK, cluster
+from .algorithms import network_bytes
+from .answers import close, need
 
 GIB = 1 << 30
-
-
-def _need(answer: object, what: str) -> None:
-    assert answer is not None, f"replace None with your answer: {what}"
-
-
-def _close(answer: float | None, want: float, what: str, unit: str = "", rel: float = 0.02) -> None:
-    _need(answer, what)
-    got = float(answer)
-    assert math.isclose(got, want, rel_tol=rel), (
-        f"{what}: got {got:.4g}{unit}, which is off by {100 * (got / want - 1):+.1f}% from the expected value"
-    )
-    print(f"Correct: {what} = {got:.4g}{unit}")
 
 
 # --- exercise: hierarchical all-reduce from send/recv ---------------------------------
@@ -73,13 +61,13 @@ def check_hierarchical_all_reduce(
     local_size: int = 4,
     world_sizes: Sequence[int] = (4, 8, 12),
     **kwargs,
-) -> int:
+) -> None:
     """Chapter 4: ``fn(tensor, local_size)`` is a correct leader-based hierarchical all-reduce.
 
     Runs the shared harness on every world size (``local_size`` ranks per
     node, so world size 4 is one node and 12 is three), then checks on a
-    traced run of two nodes that only node leaders send between nodes.
-    Returns the number of cases passed.
+    traced run of two nodes that only node leaders send between nodes. The
+    harness's verdict is printed only once both have passed.
     """
     from . import check_collective  # the shared harness
 
@@ -87,13 +75,22 @@ def check_hierarchical_all_reduce(
     assert sizes, f"no world size in {tuple(world_sizes)} is a multiple of local_size={local_size}"
     # int64 first: its wrong sums are decoded exactly ("missing ranks 4, 5, 6, 7")
     kwargs.setdefault("dtypes", (torch.int64, torch.float32))
-    passed = check_collective(lambda t: fn(t, local_size), "all_reduce", world_sizes=sizes, **kwargs)
+    verdict = io.StringIO()
+    with contextlib.redirect_stdout(verdict):
+        check_collective(lambda t: fn(t, local_size), "all_reduce", world_sizes=sizes, **kwargs)
     _leaders_only(fn, 2 * local_size, local_size)
+    print(verdict.getvalue().strip())
     print(f"Correct: only node leaders sent between nodes ({2 * local_size} ranks, {local_size} per node)")
-    return passed
 
 
-# --- exercise: ring against hierarchical across the slow link ---------------------------
+# --- design problem: ring against hierarchical across the slow link ---------------------
+
+
+def _rates(topo) -> tuple[float, float]:
+    """Usable bytes/s of an NVLink hop and of a network hop of ``topo``."""
+    return float(topo.link_bw[topo.link_class == NVLINK][0]), float(
+        topo.link_bw[topo.link_class == NET].min()
+    )
 
 
 def ring_vs_hierarchical(nbytes: int = GIB, nodes: int = 2) -> tuple[float, float]:
@@ -104,32 +101,96 @@ def ring_vs_hierarchical(nbytes: int = GIB, nodes: int = 2) -> tuple[float, floa
     return ring.time_s, hier.time_s
 
 
+def _ring_rate_hint(got: float, nbytes: int, topo) -> str:
+    """What a wrong ring time says about the rate it was divided by: the link, or the link's rate."""
+    p = topo.num_gpus
+    nv, net = _rates(topo)
+    line_net = float(topo.link_raw_bw[topo.link_class == NET].min())
+    implied = 2 * (p - 1) / p * nbytes / got  # bytes/s per step that the answer assumes
+    named = [
+        (net / 2, "half a network hop: 2(p-1) steps of n/p bytes each, and each step moves its chunk once"),
+        (
+            net * 2,
+            "twice the network hop's rate: an all-reduce is a reduce-scatter AND an all-gather, "
+            "2(p-1) steps of n/p bytes",
+        ),
+        (
+            line_net,
+            f"the right link (a network hop) at the wrong rate: {line_net / 1e9:.0f} GB/s is its "
+            f"datasheet line rate; it delivers the usable {net / 1e9:.0f} GB/s that describe() printed",
+        ),
+        (400e9, "400 is NDR's rate in gigabits per second; in bytes it is 50 GB/s, of which 48 are usable"),
+        (
+            nv,
+            "the NVLink rate: the wrong link. A step ends when its slowest transfer does, and in every "
+            "step two of the 16 transfers cross the network",
+        ),
+        (
+            float(topo.link_raw_bw[topo.link_class == NVLINK][0]),
+            "NVLink's datasheet rate: the wrong link. "
+            "A step ends when its slowest transfer does, and in every step two transfers cross the network",
+        ),
+    ]
+    for rate, why in named:
+        if math.isclose(implied, rate, rel_tol=0.02):
+            return f"your t_ring implies {implied / 1e9:.1f} GB/s per step: {why}"
+    return (
+        f"your t_ring implies {implied / 1e9:.1f} GB/s per step, which is no link's rate: count the bytes "
+        "first (2(p-1) steps of n/p bytes), then divide by the usable rate of the slowest link in a step"
+    )
+
+
+def _hier_hint(got: float, nbytes: int, topo, local: int) -> str:
+    """What a wrong hierarchical time left out or added."""
+    nodes = topo.num_gpus // local
+    nv, net = _rates(topo)
+    t_nv = 2 * (local - 1) / local * nbytes / nv
+    t_net = 2 * (nodes - 1) / nodes * nbytes / local / net
+    named = [
+        (
+            t_net,
+            "that is the network phase alone: the reduce-scatter and all-gather inside the node come "
+            "before and after it, one after another",
+        ),
+        (
+            t_nv,
+            "that is the two NVLink phases alone: between them each GPU all-reduces its 1/L of the "
+            "vector with the GPUs of its rail on the other nodes",
+        ),
+        (
+            t_nv + local * t_net,
+            "the network phase carries a GPU's own 1/L of the vector, not all of it: "
+            "after the reduce-scatter inside the node, each GPU holds one chunk",
+        ),
+    ]
+    for want, why in named:
+        if math.isclose(got, want, rel_tol=0.02):
+            return why
+    return (
+        "three phases one after another: reduce-scatter inside the node, an all-reduce of n/L bytes "
+        "across the nodes (one per rail), all-gather inside the node"
+    )
+
+
 def check_ring_vs_hierarchical(
     t_ring: float | None, t_hier: float | None, nbytes: int = GIB, nodes: int = 2
 ) -> None:
     """Chapter 4: both all-reduce times, bandwidth terms only, against the simulator."""
+    topo = cluster("dgx_h100", nodes)
     want_ring, want_hier = ring_vs_hierarchical(nbytes, nodes)
-    _need(t_ring, "t_ring")
-    _need(t_hier, "t_hier")
-    if math.isclose(float(t_ring), want_hier, rel_tol=0.02) and math.isclose(
-        float(t_hier), want_ring, rel_tol=0.02
-    ):
+    need(t_ring, "t_ring")
+    need(t_hier, "t_hier")
+    t_ring, t_hier = float(t_ring), float(t_hier)
+    if math.isclose(t_ring, want_hier, rel_tol=0.02) and math.isclose(t_hier, want_ring, rel_tol=0.02):
         raise AssertionError("t_ring and t_hier are swapped")
-    ring_msg = (
-        "the ring's 2(p-1) steps each move n/p bytes, and every step waits for the step's slowest link: "
-        "which link is that?"
-    )
-    hier_msg = (
-        "three phases one after another: reduce-scatter inside the node, an all-reduce of n/L bytes "
-        "across the nodes (one per rail), all-gather inside the node"
-    )
-    for got, want, name, hint in (
-        (t_ring, want_ring, "t_ring", ring_msg),
-        (t_hier, want_hier, "t_hier", hier_msg),
-    ):
-        got = float(got)
-        assert math.isclose(got, want, rel_tol=0.02), (
-            f"{name}: got {1e3 * got:.3f} ms, off by {100 * (got / want - 1):+.1f}% from the simulator; {hint}"
+    if not math.isclose(t_ring, want_ring, rel_tol=0.02):
+        raise AssertionError(
+            f"t_ring is off by {100 * (t_ring / want_ring - 1):+.1f}%; "
+            + _ring_rate_hint(t_ring, nbytes, topo)
+        )
+    if not math.isclose(t_hier, want_hier, rel_tol=0.02):
+        raise AssertionError(
+            f"t_hier is off by {100 * (t_hier / want_hier - 1):+.1f}%; " + _hier_hint(t_hier, nbytes, topo, 8)
         )
     print(
         f"Correct: ring {1e3 * want_ring:.2f} ms, hierarchical {1e3 * want_hier:.2f} ms "
@@ -137,110 +198,107 @@ def check_ring_vs_hierarchical(
     )
 
 
-# --- exercise: bytes per GPU on the network ---------------------------------------------
+# --- design problem: how many NICs a node needs ---------------------------------------
+
+NIC_CHOICES = (1, 2, 4, 8)
 
 
-def inter_node_bytes(nbytes: int = GIB, nodes: int = 4) -> float:
-    """Bytes the busiest GPU sends into its NIC during ``hierarchical`` on ``nodes`` DGX H100s."""
-    topo = cluster("dgx_h100", nodes)
-    r = simulate("all_reduce", "hierarchical", nbytes, topo)
-    kinds = topo.kinds
-    to_nic = [
-        k
-        for k in range(topo.num_links)
-        if kinds[topo.link_src[k]] == "gpu" and kinds[topo.link_dst[k]] == "nic"
-    ]
-    return float(r.link_bytes[to_nic].max())
+def hierarchical_by_nics(nics: int, nbytes: int = GIB, nodes: int = 4) -> float:
+    """Bandwidth-only time (seconds) of ``hierarchical`` on ``nodes`` DGX H100s with ``nics`` NICs each."""
+    topo = cluster("dgx_h100", nodes, nics_per_node=nics)
+    return simulate("all_reduce", "hierarchical", nbytes, topo, protocol="ideal").time_s
 
 
-def check_inter_node_bytes(answer: float | None, nbytes: int = GIB, nodes: int = 4) -> None:
-    """Chapter 4: bytes one GPU sends over the network in the hierarchical all-reduce."""
-    want = inter_node_bytes(nbytes, nodes)
-    _need(answer, "bytes per GPU on the network")
-    flat = 2 * (nodes - 1) / nodes * nbytes
-    assert not math.isclose(float(answer), flat, rel_tol=0.02), (
-        f"{answer:.4g} bytes is what a rank would send if it ran the all-reduce of the WHOLE vector across "
-        "the nodes; after the reduce-scatter inside the node, each GPU carries only its own 1/L of it"
-    )
-    _close(answer, want, "bytes per GPU into the network", " B")
-
-
-# --- exercise: latency of a ring at scale ------------------------------------------------
-
-
-def ring_latency(nodes: int = 512, local: int = 8, protocol: str = "Simple") -> float:
-    """NCCL's latency (seconds) of a ring all-reduce over ``nodes`` DGX H100s of ``local`` GPUs."""
-    s = nccl_system(cluster("dgx_h100", nodes), nodes * local)
-    return latency(s, "all_reduce", "Ring", protocol) * 1e-6  # NCCL's model works in microseconds
-
-
-def check_ring_latency(
-    answer: float | None, nodes: int = 512, local: int = 8, protocol: str = "Simple"
+def check_nic_design(
+    t_by_nics: Mapping[int, float] | None,
+    nics_needed: int | None,
+    budget_s: float = 15e-3,
+    nbytes: int = GIB,
+    nodes: int = 4,
 ) -> None:
-    """Chapter 4: NCCL's ring latency at scale: base + intra-node steps x NVLink + network steps x network."""
-    want = ring_latency(nodes, local, protocol)
-    _need(answer, "ring latency")
-    got, p = float(answer), nodes * local
-    base = BASE_LATENCY["Ring"][protocol] * 1e-6
-    intra, inter = (HW_LATENCY[hw]["Ring"][protocol] * 1e-6 for hw in ("NVLink", "NET"))
-    steps, net_steps = 2 * (p - 1), 2 * (nodes - 1)
-    if math.isclose(got, base + steps * inter, rel_tol=0.01):
-        raise AssertionError(
-            f"only {net_steps} of the {steps} steps cross the network: the others go over NVLink "
-            "(NCCL charges each step the latency of the link it crosses)"
-        )
-    if math.isclose(got, steps * (base + inter), rel_tol=0.01) or math.isclose(
-        got, steps * inter, rel_tol=0.01
-    ):
-        raise AssertionError(
-            "the base latency is paid once per collective, and most steps stay inside a node"
-        )
-    _close(got * 1e3, want * 1e3, f"NCCL's latency of a {p}-rank ring all-reduce", " ms", rel=0.01)
+    """Chapter 4: the hierarchical all-reduce's time for each NIC count, and the fewest NICs within budget.
 
-
-# --- exercise: pick NCCL's protocol ------------------------------------------------------
-
-
-def _sizes() -> list[int]:
-    return [1 << k for k in range(3, 31, 2)]  # 8 B .. 512 MiB
-
-
-def check_protocol_choice(fn: Callable[[int], str], topology: Topology | None = None) -> None:
-    """Chapter 4: ``fn(nbytes)`` picks the protocol NCCL's model picks for a ring all-reduce.
-
-    Compared at sizes 8 B .. 512 MiB on a DGX H100 (by default) with NCCL's
-    own formulas (:mod:`mycollectives.nccl.model`); a size where the two best
-    protocols are within 2 % of each other accepts either.
+    ``t_by_nics`` maps each of 1, 2, 4 and 8 NDR NICs per node to the
+    all-reduce's bandwidth-only time; ``nics_needed`` is the fewest that keep
+    it within ``budget_s``. Both against the simulator.
     """
-    topo = topology or dgx_h100()
-    for n in _sizes():
-        got = fn(n)
-        assert isinstance(got, str), (
-            f"fn({n}) returned {got!r}; return a protocol name: 'Simple', 'LL128' or 'LL'"
-        )
-        best, table = choose("all_reduce", n, topo, algorithms=["Ring"])[1:]
-        t = {proto: table["Ring", proto] for _, proto in table}
-        names = {k.lower(): k for k in t}
-        assert got.lower() in names, f"fn({n}) returned {got!r}; expected one of {tuple(t)}"
-        if t[names[got.lower()]] <= t[best] * 1.02:
-            continue
-        shown = ", ".join(f"{k} {1e6 * v:.1f} us" for k, v in t.items())
+    need(t_by_nics, "t_by_nics, a dict {nics: seconds} for 1, 2, 4 and 8 NICs")
+    need(nics_needed, "nics_needed")
+    missing = [k for k in NIC_CHOICES if k not in t_by_nics]
+    assert not missing, f"t_by_nics has no entry for {missing} NICs per node; give all of {NIC_CHOICES}"
+    topo = cluster("dgx_h100", nodes)
+    local = topo.num_gpus // nodes
+    nv, net = _rates(topo)
+    t_nv = 2 * (local - 1) / local * nbytes / nv
+    want = {k: hierarchical_by_nics(k, nbytes, nodes) for k in NIC_CHOICES}
+    got = {k: float(t_by_nics[k]) for k in NIC_CHOICES}
+    if all(math.isclose(got[k], got[8], rel_tol=0.01) for k in NIC_CHOICES):
         raise AssertionError(
-            f"at {n} bytes you picked {got!r}, but {best!r} is faster ({shown}): time = latency + n / bandwidth, "
-            "with each protocol's factor and ceiling applied to the bus bandwidth before dividing by 2(p-1)/p"
+            "your times do not change with the number of NICs: with k NICs per node, 8/k GPUs share each "
+            "one, so what crosses the network leaves a node at k x 48 GB/s, whoever sends it"
+        )
+    for k in NIC_CHOICES:
+        if math.isclose(got[k], want[k] - t_nv, rel_tol=0.02):
+            raise AssertionError(
+                f"{k} NIC{'s' * (k > 1)}: that is the network phase alone; add the reduce-scatter and the all-gather "
+                "inside the node, which run before and after it"
+            )
+        close(got[k], want[k], f"t_by_nics[{k}]", " s")
+    fits = [k for k in NIC_CHOICES if want[k] <= budget_s]
+    assert fits, f"no NIC count fits {budget_s * 1e3:g} ms"  # a wrong budget, not a wrong answer
+    assert int(nics_needed) in NIC_CHOICES, f"nics_needed must be one of {NIC_CHOICES}, got {nics_needed!r}"
+    if int(nics_needed) != fits[0]:
+        raise AssertionError(
+            f"with {nics_needed} NICs per node the all-reduce takes {1e3 * want[int(nics_needed)]:.1f} ms "
+            f"against a budget of {budget_s * 1e3:g} ms: "
+            + ("too slow" if want[int(nics_needed)] > budget_s else "within it, but so is a smaller count")
         )
     print(
-        f"Correct: your choice matches NCCL's model at every size from {_sizes()[0]} B to {_sizes()[-1] >> 20} MiB"
+        "Correct: "
+        + ", ".join(f"{k} NIC{'s' * (k > 1)} {1e3 * want[k]:.1f} ms" for k in NIC_CHOICES)
+        + f";\n{fits[0]} NICs per node is the fewest within {budget_s * 1e3:g} ms"
+    )
+
+
+# --- exercise: two-level reduce-scatter, bytes across nodes -----------------------------
+
+
+def check_two_level_bytes(
+    two_level_bytes: float | None, ring_bytes: float | None, nodes: int = 4, local: int = 8, nbytes: int = GIB
+) -> None:
+    """Chapter 4: network bytes of the busiest GPU, two-level (``hierarchical``) and flat ring reduce-scatter."""
+    p = nodes * local
+    need(two_level_bytes, "two_level_bytes")
+    need(ring_bytes, "ring_bytes")
+    block = nbytes / p
+    want_two = network_bytes("reduce_scatter", "hierarchical", p, local, nbytes)
+    want_ring = network_bytes("reduce_scatter", "ring", p, local, nbytes)
+    two, ring = float(two_level_bytes), float(ring_bytes)
+    if math.isclose(two, 2 * want_two, rel_tol=1e-6):
+        raise AssertionError("two_level_bytes is an all-reduce's: a reduce-scatter is its first half only")
+    if not math.isclose(two, want_two, rel_tol=1e-6):
+        raise AssertionError(
+            f"two_level_bytes is {two / block:.3g} blocks of {block:.0f} bytes, off by "
+            f"{100 * (two / want_two - 1):+.1f}%: inside the node nothing leaves it; along the rail, a "
+            "ring over the nodes sends one block per step"
+        )
+    if not math.isclose(ring, want_ring, rel_tol=1e-6):
+        raise AssertionError(
+            f"ring_bytes is {ring / block:.3g} blocks, off by {100 * (ring / want_ring - 1):+.1f}%: in a flat "
+            "ring the GPU at a node's boundary sends everything it sends to the next node"
+        )
+    print(
+        f"Correct: the busiest GPU sends {two / block:.0f} blocks across nodes in two levels, "
+        f"{ring / block:.0f} in the flat ring ({ring / two:.1f}x)"
     )
 
 
 __all__ = [
+    "NIC_CHOICES",
     "check_hierarchical_all_reduce",
-    "check_inter_node_bytes",
-    "check_protocol_choice",
-    "check_ring_latency",
+    "check_nic_design",
     "check_ring_vs_hierarchical",
-    "inter_node_bytes",
-    "ring_latency",
+    "check_two_level_bytes",
+    "hierarchical_by_nics",
     "ring_vs_hierarchical",
 ]

@@ -69,7 +69,7 @@ class SubGroup:
         self.tag = int(tag)
 
     def __getattr__(self, name: str):
-        if name in ("backend", "nccl", "batched"):  # what the API asks of a torch.distributed transport
+        if name in ("backend", "nccl", "batched", "local"):  # what the API asks of its parent transport
             return getattr(self.parent, name)
         raise AttributeError(name)
 

@@ -41,7 +41,7 @@ def plot_steps(reports: Sequence[StepReport], ax=None, labels: Sequence[str] | N
     import matplotlib.pyplot as plt
 
     if ax is None:
-        _, ax = plt.subplots(figsize=(10, 0.9 + 0.8 * len(reports)))
+        _, ax = plt.subplots(figsize=(7.4, 1.6 + 0.7 * len(reports)))  # a book column
     labels = labels or [f"{r.model.name}\n{r.layout.describe()}" for r in reports]
     seen: set[str] = set()
     for i, r in enumerate(reports):
@@ -84,7 +84,7 @@ def plot_steps(reports: Sequence[StepReport], ax=None, labels: Sequence[str] | N
         )
     ax.set_yticks(range(len(reports)), labels[::-1], fontsize=8)
     ax.set_xlabel("seconds per training step")
-    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3)
     ax.set_xlim(0, max(r.step for r in reports) * 1.25)
     return ax
 

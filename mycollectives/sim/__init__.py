@@ -17,7 +17,7 @@ from .engine import simulate
 from .fluid import Paths, drain, max_min_rates
 from .nccl import simulate_nccl
 from .result import SimResult
-from .sweeps import crossover, sizes, sweep
+from .sweeps import crossover, nccl_table, sizes, sweep
 from .tuner import tune
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "max_min_rates",
     "sweep",
     "crossover",
+    "nccl_table",
     "sizes",
     "tune",
 ]

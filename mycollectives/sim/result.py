@@ -59,6 +59,19 @@ class SimResult:
         t = np.maximum(self.round_time, 1e-300)[:, None]
         return self.round_link_bytes / (self.topology.link_bw[None, :] * t)
 
+    def bytes_into(self, kind: str) -> float:
+        """Bytes carried by the links that end at a vertex of ``kind`` (``"spine"``, ``"nic"``, ...)."""
+        topo = self.topology
+        into = np.array([topo.kinds[v] == kind for v in topo.link_dst], dtype=bool)
+        return float(self.link_bytes[into].sum())
+
+    def busy(self, kind: str) -> list[int]:
+        """The vertices of ``kind`` that a link carrying traffic starts or ends at (say, the NICs used)."""
+        topo = self.topology
+        active = np.flatnonzero(self.link_bytes)
+        ends = set(topo.link_src[active].tolist()) | set(topo.link_dst[active].tolist())
+        return sorted(v for v in ends if topo.kinds[v] == kind)
+
     def timeline(self) -> list[dict]:
         """One row per round: start and duration (us), messages, busiest link."""
         names = self.topology.names

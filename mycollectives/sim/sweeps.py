@@ -46,3 +46,37 @@ def crossover(results: dict[str, list[SimResult]], first: str, second: str) -> i
     while i > 0 and b[i - 1].time_s < a[i - 1].time_s:
         i -= 1
     return a[i].nbytes
+
+
+NCCL_ALGORITHMS = ("Ring", "Tree", "NVLS", "NVLSTree", "CollNetChain", "CollNetDirect")
+
+
+def nccl_table(
+    collective: str,
+    nbytes: int,
+    node_counts: Sequence[int],
+    node: str = "dgx_h100",
+    algorithms: Sequence[str] = NCCL_ALGORITHMS,
+) -> str:
+    """busbw (GB/s) of each of NCCL's algorithms on clusters of ``node_counts`` nodes, and NCCL's pick.
+
+    The fabric's switches reduce (SHARP) where there is more than one node,
+    so that CollNet has a column; NCCL's pick is for the cluster without
+    them. ``-``: the algorithm does not run there (chapter 4, "NCCL's algorithms").
+    """
+    from ..topology import cluster
+    from .nccl import choose, simulate_nccl
+
+    short = {"CollNetChain": "CNChain", "CollNetDirect": "CNDirect"}
+    lines = [f"{'nodes':>5s}" + "".join(f"{short.get(a, a):>9s}" for a in algorithms) + "  NCCL's pick"]
+    for n in node_counts:
+        topo = cluster(node, n, sharp=n > 1)
+        row = []
+        for a in algorithms:
+            try:
+                row.append(f"{simulate_nccl(collective, a, nbytes, topo).busbw:9.0f}")
+            except ValueError:  # not run on this many nodes
+                row.append(f"{'-':>9s}")
+        pick = choose(collective, nbytes, cluster(node, n))[:2]
+        lines.append(f"{n:5d}" + "".join(row) + f"  {pick[0]}/{pick[1]}")
+    return "\n".join(lines)

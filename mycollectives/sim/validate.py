@@ -92,6 +92,12 @@ def results() -> dict[str, tuple[SimResult, float]]:
     return {p.id: evaluate(p) for p in points() if p.model is not None}
 
 
+def pairs(which: str = "asserted") -> list[tuple[float, float]]:
+    """``(published, simulated)`` busbw of every modelled point of a set (chapter 4's validation plot)."""
+    got = results()
+    return [(p.busbw, got[p.id][0].busbw) for p in points() if p.set == which and p.model is not None]
+
+
 def summary(which: str = "asserted") -> dict[str, float]:
     """Median and worst absolute relative error over a set, and its size."""
     errs = [abs(results()[p.id][1]) for p in points() if p.set == which and p.model is not None]

@@ -15,7 +15,7 @@ takes arrays of sources and destinations and returns every (flow, link) pair.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -131,6 +131,16 @@ class Topology:
             v = hops[v]
             out.append(self.names[v])
         return out
+
+    def slowed(self, gpu: int, factor: float, link_class: int = NVLINK) -> Topology:
+        """A copy where ``gpu``'s links of ``link_class``, both ways, run ``factor`` times slower.
+
+        A degraded cable or a throttled GPU (chapter 4, "Stragglers").
+        """
+        bw = self.link_bw.copy()
+        touches = (self.link_src == gpu) | (self.link_dst == gpu)
+        bw[touches & (self.link_class == link_class)] /= factor
+        return replace(self, link_bw=bw)
 
     def describe(self) -> str:
         """One line per kind of link: how many, usable and datasheet bandwidth."""

@@ -63,4 +63,17 @@ def bidirectional(per_direction: float) -> float:
     return 2 * per_direction
 
 
-__all__ = ["NVLinkGeneration", "NVLINK", "PCIE_X16", "IB_GBITS", "ib_bytes", "bidirectional"]
+def nvlink_table() -> str:
+    """The NVLink generations, one line each: links, GB/s per link and per GPU (one direction), datasheet."""
+    lines = [
+        f"{'NVLink':>6s} {'GPU':>5s} {'links':>5s} {'GB/s per link':>14s} {'per GPU':>8s} {'datasheet':>10s}"
+    ]
+    for g in NVLINK:
+        lines.append(
+            f"{g.generation:6d} {g.gpu:>5s} {g.links:5d} {g.per_link / GB:14.0f} {g.per_gpu / GB:8.0f} "
+            f"{bidirectional(g.per_gpu) / GB:5.0f} both ways"
+        )
+    return "\n".join(lines)
+
+
+__all__ = ["NVLinkGeneration", "NVLINK", "PCIE_X16", "IB_GBITS", "ib_bytes", "bidirectional", "nvlink_table"]

@@ -12,27 +12,43 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
 
-def link_heatmap(result: SimResult, ax: Axes | None = None, max_links: int = 64) -> Axes:
+def link_heatmap(
+    result: SimResult,
+    ax: Axes | None = None,
+    max_links: int = 64,
+    sources: tuple[str, ...] | None = None,
+    fontsize: float = 8,
+) -> Axes:
     """Rounds across, links down, colour = fraction of the link's bandwidth used.
 
-    Only links that carried traffic are shown (the busiest ``max_links``).
+    Only links that carried traffic are shown (the busiest ``max_links``);
+    ``sources`` keeps only links leaving vertices of those kinds (chapter 4
+    shows ``("gpu",)``: each GPU's NVLink and its path to its NIC), grouped
+    by where they lead.
     """
     import matplotlib.pyplot as plt
 
     util = result.round_utilisation()
     if util is None:
         raise ValueError("this result kept no per-round link traffic (simulate with record_links=True)")
-    used = np.flatnonzero(result.link_bytes > 0)
-    used = used[np.argsort(-result.link_bytes[used], kind="stable")[:max_links]]
-    used.sort()
     topo = result.topology
-    ax = ax or plt.subplots(figsize=(9, 0.18 * len(used) + 2))[1]
+    used = np.flatnonzero(result.link_bytes > 0)
+    if sources is not None:
+        used = used[[topo.kinds[topo.link_src[k]] in sources for k in used]]
+    used = used[np.argsort(-result.link_bytes[used], kind="stable")[:max_links]]
+    used = np.array(
+        sorted(used, key=lambda k: (topo.kinds[topo.link_dst[k]], topo.link_src[k], k)), dtype=int
+    )
+    ax = ax or plt.subplots(figsize=(7, 0.16 * len(used) + 1.4))[1]
     im = ax.imshow(util[:, used].T, aspect="auto", cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
-    names = [f"{topo.names[topo.link_src[k]]}->{topo.names[topo.link_dst[k]]}" for k in used]
-    ax.set_yticks(range(len(used)), names, fontsize=6)
-    ax.set_xlabel("round")
-    ax.set_title(f"{result.algorithm} on {topo.name}: link utilisation")
-    plt.colorbar(im, ax=ax, label="fraction of bandwidth")
+    names = [f"{topo.names[topo.link_src[k]]} -> {topo.names[topo.link_dst[k]]}" for k in used]
+    ax.set_yticks(range(len(used)), names, fontsize=fontsize)
+    ax.tick_params(axis="x", labelsize=fontsize)
+    ax.set_xlabel("round", fontsize=fontsize + 1)
+    ax.set_title(f"{result.algorithm} on {topo.name}: link utilisation", fontsize=fontsize + 2)
+    bar = plt.colorbar(im, ax=ax)
+    bar.set_label("fraction of bandwidth", fontsize=fontsize + 1)
+    bar.ax.tick_params(labelsize=fontsize)
     return ax
 
 
@@ -73,10 +89,35 @@ def busbw_plot(
     return ax
 
 
-def hierarchy_plot(levels: list[tuple[str, float, str]], ax: Axes | None = None) -> Axes:
+def h100_levels() -> list[tuple[str, float, str]]:
+    """One H100's view of the machine, per direction: ``(label, bytes/s, kind)`` from HBM down to a NIC port.
+
+    HBM from chapter 1's vendor table, links from :mod:`mycollectives.topology.links`
+    (with the NVLink generations before and after the H100's, and the NICs beside NDR).
+    """
+    from ..memory.vendor import H100
+    from ..topology import links
+
+    return [
+        ("H100 HBM3", H100.hbm_bandwidth, "memory"),
+        ("NVLink 5 (B200)", links.NVLINK[4].per_gpu, "NVLink"),
+        ("NVLink 4 (H100)", links.NVLINK[3].per_gpu, "NVLink"),
+        ("NVLink 3 (A100)", links.NVLINK[2].per_gpu, "NVLink"),
+        ("PCIe Gen5 x16", links.PCIE_X16[5], "PCIe"),
+        ("PCIe Gen4 x16", links.PCIE_X16[4], "PCIe"),
+        ("InfiniBand XDR port", links.ib_bytes("XDR"), "network"),
+        ("InfiniBand NDR port", links.ib_bytes("NDR"), "network"),
+        ("InfiniBand HDR port", links.ib_bytes("HDR"), "network"),
+    ]
+
+
+def hierarchy_plot(levels: list[tuple[str, float, str]] | None = None, ax: Axes | None = None) -> Axes:
     """Horizontal bars, log scale: ``(label, bytes/s, kind)`` per level, coloured by kind
-    (``memory``, ``NVLink``, ``PCIe``, ``network``); chapter 4's bandwidth hierarchy."""
+    (``memory``, ``NVLink``, ``PCIe``, ``network``); chapter 4's bandwidth hierarchy,
+    :func:`h100_levels` by default."""
     import matplotlib.pyplot as plt
+
+    levels = levels or h100_levels()
 
     colours = {"memory": "tab:gray", "NVLink": "tab:green", "PCIe": "tab:blue", "network": "tab:orange"}
     ax = ax or plt.subplots(figsize=(7, 3.6))[1]
@@ -108,5 +149,26 @@ def validation_plot(points: dict[str, list[tuple[float, float]]], ax: Axes | Non
         ylabel="simulated busbw (GB/s)",
         title="the simulator against nccl-tests",
     )
+    ax.legend(fontsize=8)
+    return ax
+
+
+def expected_busbw_plot(
+    expected: dict[str, list], node_counts: list[int], nic_limit: float | None = None, ax: Axes | None = None
+) -> Axes:
+    """The busbw NCCL should give against the number of nodes (chapter 4, "What busbw should a cluster give?").
+
+    ``expected`` maps a label (a size) to one :class:`~mycollectives.sim.expect.Expectation`
+    per entry of ``node_counts``; ``nic_limit`` (GB/s) draws what a node's NICs carry.
+    """
+    import matplotlib.pyplot as plt
+
+    ax = ax or plt.subplots(figsize=(7, 3.6))[1]
+    for (label, got), marker in zip(expected.items(), "os^v"):
+        ax.semilogx(node_counts, [e.busbw for e in got], marker + "-", label=label)
+    if nic_limit:
+        ax.axhline(nic_limit, color="tab:orange", ls=":", lw=1, label=f"the NICs: {nic_limit:.0f} GB/s")
+    ax.set(xlabel="nodes", ylabel="busbw (GB/s)", ylim=(0, None))
+    ax.set_title("all-reduce: the busbw NCCL should give", fontsize=10)
     ax.legend(fontsize=8)
     return ax
