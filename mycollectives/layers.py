@@ -18,14 +18,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("errors", "ops", "schedule", "topology")),
+    ("base", ("errors", "ops", "schedule", "topology", "flight")),
     ("transport", ("transport", "symmetric")),
     ("collectives", ("collectives",)),
     ("algorithms", ("algorithms",)),
     ("consumers of schedules", ("verify", "plan", "cost")),
     ("execution and choice", ("executor", "loadstore", "auto")),
     ("API", ("api",)),
-    ("above the API", ("pingpong", "patch", "sim", "viz", "bench", "exercises", "memory", "layers")),
+    (
+        "above the API",
+        ("pingpong", "patch", "sim", "viz", "bench", "exercises", "memory", "layers", "doctor"),
+    ),
     ("the package", ("",)),
 )
 

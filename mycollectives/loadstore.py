@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 import torch
 
+from . import flight
 from .errors import CollectiveTimeout, PeerError
 from .executor import settle
 from .schedule import Schedule
@@ -68,6 +69,8 @@ def execute(
     first round needs none of its own."""
     me, item = handle.rank, torch.empty(0, dtype=dtype).element_size()
     name = label or schedule.collective
+    note = flight.current()  # the flight recorder: round, and the barrier this rank waits in
+    note.enter(schedule.algorithm, len(schedule.rounds), name)
 
     def region(rank: int, buf: int, off: int, count: int) -> torch.Tensor:
         start = offsets[buf] + off * item
@@ -80,18 +83,22 @@ def execute(
             into.copy_(data)
 
     def sync(where: str) -> None:
+        note.what = f"barrier {where}"
         try:
             handle.barrier(0, timeout)
         except TransportTimeout as e:
+            note.peer = e.peer
             raise CollectiveTimeout(
                 f"{name} ({schedule.algorithm}) on rank {me}: {where}: rank {e.peer} did not arrive"
             ) from e
         except TransportPeerError as e:
             raise PeerError(f"{name} ({schedule.algorithm}) on rank {me}: {where}: {e}") from e
+        note.what = None
 
     if not ready:
         sync("before round 0")
     for k, (items, any_late) in enumerate(reads(schedule, me)):
+        note.round = k
         if k:
             sync(f"before round {k} of {len(schedule.rounds)}")
         staged = []

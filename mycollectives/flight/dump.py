@@ -1,0 +1,211 @@
+"""Writing the flight recorder to disk: one JSON file per rank (chapter 6).
+
+``DIR/rank{R}.json`` holds rank ``R``'s groups, each with its entries oldest
+first, and the state of the process when it was written: why (a failure,
+``SIGUSR1``, ``SIGTERM``, exit, a call), where its main thread was, and the
+error a failed call raised. ``DIR`` is ``MYCOLLECTIVES_FLIGHT_DIR``, or
+``<tmp>/mycollectives-flight/<job>`` when that is unset (the error message of
+a failed call names it). :mod:`mycollectives.doctor` reads the files of all
+ranks and says what went wrong.
+
+When a process runs under ``torchrun`` (or with ``MYCOLLECTIVES_FLIGHT_DIR``
+set) its ranks are also written when they exit, and on ``SIGTERM`` (which
+``torchrun`` sends the others when one rank fails), so that the ranks that
+did not fail say where they were: a straggler still computing, a rank that
+went past a collective the others wait in. A process that is killed
+(``SIGKILL``, ``os._exit``) writes nothing: that absence is how the doctor
+tells a rank that died. Signal handlers run in the main thread between
+Python bytecodes, so a rank blocked inside native code writes its record
+when that code returns.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import re
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from pathlib import Path
+
+from . import job_id, recorders
+
+ENV_DIR = "MYCOLLECTIVES_FLIGHT_DIR"
+ENV_SIGNALS = "MYCOLLECTIVES_FLIGHT_SIGNALS"  # "0": install no signal handler
+VERSION = 1
+_lock = threading.RLock()
+_armed = False
+_exit_error: str | None = None
+
+
+def flight_dir(job: str | None = None) -> Path:
+    """``MYCOLLECTIVES_FLIGHT_DIR``, or a directory of this job under the system's temporary directory."""
+    env = os.environ.get(ENV_DIR)
+    if env:
+        return Path(env)
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", job or job_id())
+    return Path(tempfile.gettempdir()) / "mycollectives-flight" / name
+
+
+def entry_dict(e) -> dict:
+    """One entry as plain data."""
+    site = func = None
+    if e.site is not None:
+        code, line = e.site
+        site, func = f"{code.co_filename}:{line}", code.co_name
+    dtype = None if e.dtype is None else str(e.dtype).removeprefix("torch.")
+    return dict(
+        seq=e.seq,
+        kind=e.kind,
+        fn=e.fn,
+        algorithm=e.algorithm,
+        dtype=dtype,
+        count=e.count,
+        root=e.root,
+        op=None if e.op is None else getattr(e.op, "name", str(e.op)),
+        site=site,
+        function=func,
+        state=e.state,
+        phase=e.phase,
+        round=e.round,
+        rounds=e.rounds,
+        peer=e.peer,
+        what=e.what,
+        t_posted=e.t_posted,
+        t_started=e.t_started,
+        t_done=e.t_done,
+        error=e.error,
+    )
+
+
+def _main_stack(limit: int = 40) -> list[list]:
+    """The main thread's frames, innermost first: ``[file, line, function]``."""
+    frame = sys._current_frames().get(threading.main_thread().ident)
+    out = []
+    while frame is not None and len(out) < limit:
+        out.append([frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name])
+        frame = frame.f_back
+    return out
+
+
+def dump(
+    reason: str = "request",
+    directory: str | os.PathLike | None = None,
+    job: str | None = None,
+) -> Path | None:
+    """Write one file per rank of this process (only ``job``'s ranks if given); the directory, or None."""
+    with _lock:
+        owners: dict[tuple[str, int], list] = {}
+        for rec in recorders():
+            if job is None or rec.job == job:
+                owners.setdefault((rec.job, rec.owner), []).append(rec)
+        where, now = None, time.time()
+        for (j, owner), recs in sorted(owners.items()):
+            local = all(r.kind == "LocalTransport" for r in recs)
+            doc = dict(
+                version=VERSION,
+                job=j,
+                rank=owner,
+                host=socket.gethostname(),
+                pid=os.getpid(),
+                reason=reason,
+                time=now,
+                exit_error=_exit_error,
+                stack=None if local else _main_stack(),
+                groups=[
+                    dict(
+                        name=r.name,
+                        ranks=r.ranks,
+                        rank=r.group_rank,
+                        size=r.size,
+                        transport=r.kind,
+                        failure=getattr(r, "failure", None),
+                        entries=[entry_dict(e) for e in list(r.ring)],
+                    )
+                    for r in recs
+                ],
+            )
+            d = Path(directory) if directory is not None else flight_dir(j)
+            d.mkdir(parents=True, exist_ok=True)
+            tmp = d / f".rank{owner}.{os.getpid()}.{threading.get_ident()}.tmp"
+            tmp.write_text(json.dumps(doc))
+            os.replace(tmp, d / f"rank{owner}.json")
+            where = d
+        return where
+
+
+def annotate(err: BaseException, where: Path) -> None:
+    """Add where the flight record is, and how to read it, to ``err``'s message (once)."""
+    if not err.args or not isinstance(err.args[0], str) or "mycollectives.doctor" in err.args[0]:
+        return
+    note = f"\n  flight record: {where}\n  diagnose every rank: python -m mycollectives.doctor {where}"
+    err.args = (err.args[0] + note, *err.args[1:])
+
+
+def arm() -> None:
+    """Dump on ``SIGUSR1``; under torchrun (or with the directory set) also on ``SIGTERM`` and at exit.
+
+    Called on the first call on a process group's transport. Handlers go only
+    where none is installed (the default action), and only from the main thread.
+    """
+    global _armed
+    if _armed or threading.current_thread() is not threading.main_thread():
+        return
+    _armed = True
+    launched = bool(os.environ.get("TORCHELASTIC_RUN_ID") or os.environ.get(ENV_DIR))
+    if os.environ.get(ENV_SIGNALS, "1") != "0":
+        _install(signal.SIGUSR1, _on_usr1)
+        if launched:
+            _install(signal.SIGTERM, _on_term)
+    if launched:
+        atexit.register(_at_exit)
+        _hook_excepthook()
+
+
+def _install(sig: int, handler) -> None:
+    try:
+        if signal.getsignal(sig) == signal.SIG_DFL:
+            signal.signal(sig, handler)
+    except (ValueError, OSError):  # not the main thread of the main interpreter
+        pass
+
+
+def _on_usr1(signum, frame) -> None:
+    _quietly("SIGUSR1")
+
+
+def _on_term(signum, frame) -> None:
+    _quietly("SIGTERM")
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _at_exit() -> None:
+    _quietly("exit")
+
+
+def _quietly(reason: str) -> None:
+    try:
+        dump(reason=reason)
+    except Exception as e:  # noqa: BLE001 - a handler must not raise
+        print(f"mycollectives: could not write the flight record ({reason}): {e}", file=sys.stderr)
+
+
+def _hook_excepthook() -> None:
+    """Remember an uncaught exception, so that the exit dump says the rank crashed and where."""
+    previous = sys.excepthook
+
+    def hook(kind, value, tb):
+        global _exit_error
+        where = traceback.extract_tb(tb)[-1] if tb is not None else None
+        at = f" at {Path(where.filename).name}:{where.lineno} in {where.name}()" if where else ""
+        _exit_error = f"{kind.__name__}: {value}"[:400] + at
+        previous(kind, value, tb)
+
+    sys.excepthook = hook
