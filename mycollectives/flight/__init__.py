@@ -61,47 +61,42 @@ POSTED, RUNNING, WAITING, COMPLETED, FAILED = "posted", "running", "waiting", "c
 
 
 class Entry:
-    """One call as the recorder keeps it; the executor writes ``round`` and ``peer`` as it goes."""
+    """One call as the recorder keeps it; the executor writes ``round`` and ``peer`` as it goes.
+
+    ``call`` is ``(kind, fn, algorithm asked for, dtype, count, root or peer, op)``;
+    the other attributes are set when they happen (unset ones read as absent).
+    """
 
     __slots__ = (
         "seq",
-        "kind",
-        "fn",
-        "algorithm",
-        "dtype",
-        "count",
-        "root",
-        "op",
+        "call",
         "site",
         "state",
+        "t_posted",
+        "algorithm",
         "phase",
         "round",
         "rounds",
         "peer",
         "what",
-        "t_posted",
         "t_started",
         "t_done",
         "error",
     )
 
-    def __init__(self, seq: int, kind: str, fn: str, algorithm: str, dtype, count, root, op, site):
-        self.seq, self.kind, self.fn, self.algorithm = seq, kind, fn, algorithm
-        self.dtype, self.count, self.root, self.op, self.site = dtype, count, root, op, site
-        self.state, self.phase, self.round, self.rounds = POSTED, "", -1, 0
-        self.peer = self.what = self.t_started = self.t_done = self.error = None
-        self.t_posted = time.time()
+    def __init__(self, seq: int, call: tuple, site):
+        self.seq, self.call, self.site, self.state, self.t_posted = seq, call, site, POSTED, time.time()
 
     def enter(self, algorithm: str, rounds: int, label: str) -> None:
         """A schedule starts: the argument check's, or the call's own."""
-        checking = label.endswith("(argument check)")
-        self.phase = "argument check" if checking else "schedule"
-        if not checking:
-            self.algorithm = algorithm
+        if label.endswith("(argument check)"):
+            self.phase = "argument check"
+        else:
+            self.phase, self.algorithm = "schedule", algorithm
         self.rounds, self.round = rounds, -1
 
 
-NOBODY = Entry(-1, "none", "", "", None, None, None, None, None)  # what schedules outside a call write to
+NOBODY = Entry(-1, ("none", "", "", None, None, None, None), None)  # what schedules outside a call write to
 
 
 class Recorder:
@@ -171,12 +166,22 @@ def recorder(transport) -> Recorder:
     return rec
 
 
+_inside: dict = {}  # code object -> whether it is the package's or torch's (a cache: no string test per call)
+
+
 def _site():
-    """(code, line) of the first caller outside the package, for the dump."""
+    """(code, instruction offset) of the first caller outside the package; the dump finds the line
+    (``f_lineno`` costs several times ``f_lasti``)."""
     f = sys._getframe(2)
-    while f is not None and f.f_code.co_filename.startswith(_SKIP):
+    while f is not None:
+        code = f.f_code
+        inside = _inside.get(code)
+        if inside is None:
+            inside = _inside[code] = code.co_filename.startswith(_SKIP)
+        if not inside:
+            return code, f.f_lasti
         f = f.f_back
-    return (f.f_code, f.f_lineno) if f is not None else None
+    return None
 
 
 def posted(transport, fn: str, algorithm: str, meta) -> Entry | None:
@@ -189,9 +194,9 @@ def posted(transport, fn: str, algorithm: str, meta) -> Entry | None:
         rec = recorder(transport)
     rec.seq += 1
     if meta is None:
-        e = Entry(rec.seq, "collective", fn, algorithm, None, None, None, None, _site())
+        e = Entry(rec.seq, ("collective", fn, algorithm, None, None, None, None), _site())
     else:
-        e = Entry(rec.seq, "collective", fn, algorithm, meta.dtype, meta.count, meta.root, meta.op, _site())
+        e = Entry(rec.seq, ("collective", fn, algorithm, meta.dtype, meta.count, meta.root, meta.op), _site())
     rec.ring.append(e)
     return e
 
@@ -202,7 +207,7 @@ def p2p(transport, fn: str, peer: int, tensor) -> Entry | None:
         return None
     rec = recorder(transport)
     rec.p2p_seq += 1
-    e = Entry(rec.p2p_seq, "p2p", fn, "", tensor.dtype, tensor.numel(), peer, None, _site())
+    e = Entry(rec.p2p_seq, ("p2p", fn, "", tensor.dtype, tensor.numel(), peer, None), _site())
     e.peer = peer
     rec.ring.append(e)
     return e
@@ -237,7 +242,7 @@ def waiting(entry: Entry | None) -> None:
     """A point-to-point call is being waited on."""
     if entry is not None:
         entry.state = WAITING
-        if entry.t_started is None:
+        if getattr(entry, "t_started", None) is None:
             entry.t_started = time.time()
 
 
@@ -256,7 +261,7 @@ def fail(entry: Entry | None, err: BaseException) -> BaseException:
 
         rec = _owner_of(entry)
         if rec is not None:
-            rec.failure = dict(reason=_reason(err), seq=entry.seq, kind=entry.kind, error=entry.error)
+            rec.failure = dict(reason=_reason(err), seq=entry.seq, kind=entry.call[0], error=entry.error)
         try:
             where = dump(reason=_reason(err), job=rec.job if rec else None)
         except OSError as e:  # a full or read-only disk must not hide the collective's own error

@@ -55,33 +55,47 @@ def flight_dir(job: str | None = None) -> Path:
 
 def entry_dict(e) -> dict:
     """One entry as plain data."""
+    kind, fn, asked, dtype, count, root, op = e.call
     site = func = None
     if e.site is not None:
-        code, line = e.site
-        site, func = f"{code.co_filename}:{line}", code.co_name
-    dtype = None if e.dtype is None else str(e.dtype).removeprefix("torch.")
+        code, lasti = e.site
+        site, func = f"{code.co_filename}:{line_of(code, lasti)}", code.co_name
+
+    def get(name, default=None):
+        return getattr(e, name, default)
+
     return dict(
         seq=e.seq,
-        kind=e.kind,
-        fn=e.fn,
-        algorithm=e.algorithm,
-        dtype=dtype,
-        count=e.count,
-        root=e.root,
-        op=None if e.op is None else getattr(e.op, "name", str(e.op)),
+        kind=kind,
+        fn=fn,
+        algorithm=get("algorithm", asked),
+        dtype=None if dtype is None else str(dtype).removeprefix("torch."),
+        count=count,
+        root=root,
+        op=None if op is None else getattr(op, "name", str(op)),
         site=site,
         function=func,
         state=e.state,
-        phase=e.phase,
-        round=e.round,
-        rounds=e.rounds,
-        peer=e.peer,
-        what=e.what,
+        phase=get("phase", ""),
+        round=get("round", -1),
+        rounds=get("rounds", 0),
+        peer=get("peer"),
+        what=get("what"),
         t_posted=e.t_posted,
-        t_started=e.t_started,
-        t_done=e.t_done,
-        error=e.error,
+        t_started=get("t_started"),
+        t_done=get("t_done"),
+        error=get("error"),
     )
+
+
+def line_of(code, lasti: int) -> int | None:
+    """The source line of the instruction at byte offset ``lasti`` of ``code``."""
+    line = None
+    for start, end, ln in code.co_lines():
+        if ln is not None and start <= lasti < end:
+            return ln
+        line = ln if ln is not None else line
+    return line
 
 
 def _main_stack(limit: int = 40) -> list[list]:
