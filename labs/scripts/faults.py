@@ -48,9 +48,9 @@ def main() -> None:
     if args.dump_dir is not None:  # before the package is imported: every rank writes there
         os.environ["MYCOLLECTIVES_FLIGHT_DIR"] = str(args.dump_dir)
     import torch
+    from common import log, save, setup, teardown
 
     import mycollectives as mc
-    from common import log, save, setup, teardown
 
     env = setup()
     rank, bad, timeout = env.rank, args.rank, float(os.environ.get("MYCOLLECTIVES_TIMEOUT", "300"))
@@ -97,6 +97,32 @@ def _exchange(mc, torch, rank: int, env, deadlock: bool) -> None:
     else:
         mc.send(out, dst=peer)
         mc.recv(into, src=peer)
+
+
+def inject(
+    fault: str,
+    dump_dir: str | Path,
+    nproc: int | None = None,
+    rank: int = 2,
+    step: int = 3,
+    steps: int = 6,
+    timeout_s: float = 5.0,
+):
+    """Run the loop with ``fault`` under torchrun, then read every rank's flight record.
+
+    Returns ``(finished process, diagnosis)``; ``timeout_s`` is the package's
+    collective timeout (``MYCOLLECTIVES_TIMEOUT``), how long the others wait.
+    """
+    from launch import run_job
+
+    from mycollectives import doctor
+
+    args = ["--fault", fault, "--rank", str(rank), "--step", str(step), "--steps", str(steps)]
+    env = {"MYCOLLECTIVES_TIMEOUT": str(timeout_s)}
+    proc = run_job(
+        "faults.py", *args, "--dump-dir", str(dump_dir), nproc=nproc, env=env, timeout=120 + 5 * timeout_s
+    )
+    return proc, doctor.diagnose(dump_dir)
 
 
 def _parser():

@@ -1,4 +1,4 @@
-"""Reading every rank's flight record (``rank{R}.json``, written by :mod:`mycollectives.flight.dump`).
+"""Reading every rank's flight record (``rank{R}.json``, written by :mod:`mycollectives.flight.files`).
 
 A directory may hold files of several jobs (a rank file is overwritten by
 the next run with that rank, but a run with fewer ranks leaves the others):
@@ -99,6 +99,12 @@ def _files(directory: Path) -> list[Path]:
     return sorted(newest.glob("rank*.json"))
 
 
+def _latest(d: Dump) -> float:
+    """When this rank last did something: its newest call, else when it was written."""
+    times = [e["t_posted"] for g in d.groups.values() for e in [*g.collectives.values(), *g.p2p]]
+    return max(times, default=d.time)
+
+
 def load(directory: str | Path) -> tuple[dict[int, Dump], list[str]]:
     """The newest job's dumps by rank, and notes about what was skipped."""
     directory = Path(directory)
@@ -110,7 +116,7 @@ def load(directory: str | Path) -> tuple[dict[int, Dump], list[str]]:
     jobs: dict[str, list[Dump]] = {}
     for d in dumps:
         jobs.setdefault(d.job, []).append(d)
-    job = max(jobs, key=lambda j: max(d.time for d in jobs[j]))
+    job = max(jobs, key=lambda j: max(_latest(d) for d in jobs[j]))
     notes = []
     if len(jobs) > 1:
         others = sorted(set(jobs) - {job})

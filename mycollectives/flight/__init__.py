@@ -21,7 +21,7 @@ The package's hot path touches it in a few places only:
 A call that fails (:class:`~mycollectives.CollectiveTimeout`,
 :class:`~mycollectives.PeerError`, :class:`~mycollectives.DeadlockError`, or
 ranks that disagree on their arguments) writes every rank of this process to
-``MYCOLLECTIVES_FLIGHT_DIR`` (:mod:`.dump`, one JSON file per rank) and its
+``MYCOLLECTIVES_FLIGHT_DIR`` (:mod:`.files`, one JSON file per rank) and its
 error message names the files and the command that reads them all:
 ``python -m mycollectives.doctor DIR``. ``mycollectives.flight.dump()`` and
 ``SIGUSR1`` write them on demand.
@@ -34,10 +34,10 @@ import os
 import sys
 import threading
 import time
-import weakref
 from pathlib import Path
 
-from .ident import describe, job_id  # noqa: F401 (job_id re-exported for dump)
+from .ident import describe, job_id  # noqa: F401 (job_id: part of the API)
+from .registry import add, recorders
 
 ENV_SIZE = "MYCOLLECTIVES_FLIGHT_SIZE"
 DEFAULT_SIZE = 2000
@@ -112,11 +112,6 @@ class Recorder:
 
 
 _size = int(os.environ.get(ENV_SIZE, DEFAULT_SIZE) or 0)
-# A local world's recorders live as long as its transports; a process group's
-# outlive it (destroy_process_group() frees the transport before the exit dump).
-_recorders: weakref.WeakSet[Recorder] = weakref.WeakSet()
-_kept: list[Recorder] = []
-_by_id: dict[int, Recorder] = {}  # transports that take no attributes (rare), by id
 
 
 class _Here(threading.local):
@@ -149,20 +144,11 @@ def recorder(transport) -> Recorder:
         return transport._flight
     except AttributeError:
         pass
-    rec = _by_id.get(id(transport))
-    if rec is None:
-        rec = Recorder(transport, max(_size, 1))
-        _recorders.add(rec)
-        if not getattr(transport, "local", False):
-            _kept.append(rec)
-        try:
-            transport._flight = rec
-        except AttributeError:
-            _by_id[id(transport)] = rec
-        if not getattr(transport, "local", False):
-            from .dump import arm
+    rec, new = add(transport, lambda: Recorder(transport, max(_size, 1)))
+    if new and not getattr(transport, "local", False):
+        from .files import arm
 
-            arm()
+        arm()
     return rec
 
 
@@ -257,7 +243,7 @@ def fail(entry: Entry | None, err: BaseException) -> BaseException:
         entry.state, entry.t_done = FAILED, time.time()
         entry.error = f"{type(err).__name__}: {err}"[:400]
     if _worth_a_dump(err):
-        from .dump import annotate, dump
+        from .files import annotate, dump
 
         rec = _owner_of(entry)
         if rec is not None:
@@ -288,26 +274,21 @@ def _reason(err: BaseException) -> str:
 
 
 def _owner_of(entry: Entry | None) -> Recorder | None:
-    for rec in list(_recorders):
+    for rec in recorders():
         if entry is not None and any(e is entry for e in reversed(rec.ring)):
             return rec
     return None
 
 
-def recorders() -> list[Recorder]:
-    """Every live recorder of this process."""
-    return list(_recorders) + [r for r in _by_id.values() if r not in _recorders]
-
-
 def dump(directory: str | os.PathLike | None = None, reason: str = "request") -> Path:
-    """Write every rank of this process to ``directory`` (default: see :func:`.dump.flight_dir`) now."""
-    from .dump import dump as _dump
+    """Write every rank of this process to ``directory`` (default: see :func:`.files.flight_dir`) now."""
+    from .files import dump as _dump
 
     return _dump(reason=reason, directory=directory)
 
 
 def snapshot(transport) -> list[dict]:
     """``transport``'s entries as the dump writes them, oldest first (chapter 6 prints them)."""
-    from .dump import entry_dict
+    from .files import entry_dict
 
     return [entry_dict(e) for e in list(recorder(transport).ring)]

@@ -34,7 +34,8 @@ import time
 import traceback
 from pathlib import Path
 
-from . import job_id, recorders
+from .ident import job_id
+from .registry import recorders
 
 ENV_DIR = "MYCOLLECTIVES_FLIGHT_DIR"
 ENV_SIGNALS = "MYCOLLECTIVES_FLIGHT_SIGNALS"  # "0": install no signal handler
@@ -45,11 +46,13 @@ _exit_error: str | None = None
 
 
 def flight_dir(job: str | None = None) -> Path:
-    """``MYCOLLECTIVES_FLIGHT_DIR``, or a directory of this job under the system's temporary directory."""
+    """``MYCOLLECTIVES_FLIGHT_DIR``, or a directory of this job under the system's temporary directory
+    (one for all local worlds: each run's files replace the last's)."""
     env = os.environ.get(ENV_DIR)
     if env:
         return Path(env)
-    name = re.sub(r"[^A-Za-z0-9_.-]", "_", job or job_id())
+    job = job or job_id()
+    name = "local" if job.startswith("local-") else re.sub(r"[^A-Za-z0-9_.-]", "_", job)
     return Path(tempfile.gettempdir()) / "mycollectives-flight" / name
 
 
@@ -113,12 +116,24 @@ def dump(
     directory: str | os.PathLike | None = None,
     job: str | None = None,
 ) -> Path | None:
-    """Write one file per rank of this process (only ``job``'s ranks if given); the directory, or None."""
+    """Write one file per rank of this process (only ``job``'s ranks if given); the directory, or None.
+
+    Where several jobs of this process would write to one directory (local
+    worlds that ran one after another), only the one that ran last does.
+    """
     with _lock:
         owners: dict[tuple[str, int], list] = {}
         for rec in recorders():
             if job is None or rec.job == job:
                 owners.setdefault((rec.job, rec.owner), []).append(rec)
+        newest: dict[Path, tuple[float, str]] = {}
+        for (j, _), recs in owners.items():
+            d = Path(directory) if directory is not None else flight_dir(j)
+            last = max((r.ring[-1].t_posted for r in recs if r.ring), default=0.0)
+            if d not in newest or last > newest[d][0]:
+                newest[d] = (last, j)
+        keep = {j for _, j in newest.values()}
+        owners = {k: v for k, v in owners.items() if k[0] in keep}
         where, now = None, time.time()
         for (j, owner), recs in sorted(owners.items()):
             local = all(r.kind == "LocalTransport" for r in recs)
@@ -182,9 +197,16 @@ def arm() -> None:
         _hook_excepthook()
 
 
+_previous: dict[int, object] = {}
+
+
 def _install(sig: int, handler) -> None:
+    """``handler`` for ``sig`` where the action is the default, or where it is the package's own
+    (the shared-memory transport's SIGTERM clean-up, which ``handler`` then calls)."""
     try:
-        if signal.getsignal(sig) == signal.SIG_DFL:
+        current = signal.getsignal(sig)
+        if current == signal.SIG_DFL or getattr(current, "__module__", "").startswith("mycollectives."):
+            _previous[sig] = current
             signal.signal(sig, handler)
     except (ValueError, OSError):  # not the main thread of the main interpreter
         pass
@@ -195,7 +217,11 @@ def _on_usr1(signum, frame) -> None:
 
 
 def _on_term(signum, frame) -> None:
+    """Dump, then end as SIGTERM would (after the clean-up handler this one replaced, if any)."""
     _quietly("SIGTERM")
+    previous = _previous.get(signal.SIGTERM)
+    if callable(previous):
+        previous(signum, frame)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.kill(os.getpid(), signal.SIGTERM)
 
