@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from . import text
 from .load import Dump, load
 from .rules import Diagnosis, align, deadlock
 from .timing import healthy, straggler, unmatched
@@ -46,23 +47,33 @@ def diagnose(directory: str | Path) -> Diagnosis:
     return diag
 
 
-def table(directory: str | Path, around: int | None = None, width: int = 3) -> str:
-    """Each rank's collectives near seq ``around`` (the last ones if None), one row per rank."""
+def table(directory: str | Path, around: int | None = None, width: int = 2) -> str:
+    """The ranks' collectives from seq ``around - width`` to ``around + width`` (the last ones if None),
+    one line per sequence number, ranks that agree on a call and its state grouped together."""
     dumps, _ = load(directory)
     lines = []
-    for rank, d in sorted(dumps.items()):
-        for g in d.groups.values():
-            if not g.collectives:
-                continue
-            hi = around if around is not None and around in g.collectives else max(g.collectives)
-            seqs = [k for k in range(hi - width, hi + width + 1) if k in g.collectives]
-            cells = []
-            for k in seqs:
-                e = g.collectives[k]
-                state = e["state"]
-                if state in ("running", "failed") and e["peer"] is not None:
-                    state += f", round {e['round']}, {e['what']} {e['peer']}"
-                cells.append(f"#{k} {e['fn']} {e['count']} {e['dtype']} [{state}]")
-            head = f"rank {rank} ({g.name}, {d.reason})"
-            lines.append(f"{head:<28} " + " | ".join(cells))
+    for key in sorted({k for d in dumps.values() for k in d.groups}):
+        per_rank = {r: d.groups[key] for r, d in sorted(dumps.items()) if key in d.groups}
+        seqs = sorted({k for g in per_rank.values() for k in g.collectives})
+        if not seqs:
+            continue
+        hi = around if around in seqs else seqs[-1]
+        if len(dumps) > 1 or len(per_rank) > 1:
+            lines.append(f"group {key[0]} (ranks {', '.join(map(str, key[1]))}):")
+        for k in (k for k in seqs if hi - width <= k <= hi + width):
+            cells: dict[str, list[int]] = {}
+            for r, g in per_rank.items():
+                e = g.collectives.get(k)
+                cells.setdefault(_cell(e), []).append(r)
+            shown = " | ".join(f"{text.ranks(rs)}: {c}" for c, rs in cells.items())
+            lines.append(f"  seq {k:>3}  {shown}")
     return "\n".join(lines)
+
+
+def _cell(e: dict | None) -> str:
+    if e is None:
+        return "-"
+    state = e["state"]
+    if state in ("running", "failed") and e["peer"] is not None:
+        state += f" (round {e['round']}, {e['what']} {e['peer']})"
+    return f"{e['fn']}({e['count']} {e['dtype']}) {state}"

@@ -43,17 +43,20 @@ ENV_SIZE = "MYCOLLECTIVES_FLIGHT_SIZE"
 DEFAULT_SIZE = 2000
 
 
-def _dirs(module_file: str) -> tuple[str, ...]:
-    here = Path(module_file).parent
-    return tuple({str(here) + os.sep, str(here.resolve()) + os.sep})
+def _dirs(path: Path) -> tuple[str, ...]:
+    """``path`` as the prefix of a file name, both as given and resolved (directories end in a separator)."""
+    tail = os.sep if path.is_dir() else ""
+    return tuple({str(path) + tail, str(path.resolve()) + tail})
 
 
-# frames that are not the caller's: the package's, and torch's (decorators, hooks)
-_SKIP = _dirs(str(Path(__file__).parent))
+# Frames that are not the caller's: the API, the recorder, the torch.distributed patch, and torch
+# (decorators, DDP's hooks). Code of the package above the API (the bench, the exercises) is a caller.
+_HERE = Path(__file__).resolve().parent
+_SKIP = _dirs(_HERE) + _dirs(_HERE.parent / "api") + _dirs(_HERE.parent / "patch.py")
 try:
     import torch as _torch
 
-    _SKIP += _dirs(_torch.__file__)
+    _SKIP += _dirs(Path(_torch.__file__).parent)
 except ImportError:  # pragma: no cover
     pass
 
