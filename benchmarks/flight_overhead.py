@@ -11,7 +11,12 @@ shared-memory transport (the load/store path the package tunes against MPI at
 the process group's own send/recv (gloo). A repetition's time is the slowest
 rank's mean call; the overhead is the median over repetitions of the
 difference on minus off, with the spread of that difference across
-repetitions (its 25th and 75th percentiles) beside it. With the recorder off
+repetitions (its 25th and 75th percentiles) beside it; the same for the
+calling thread's CPU time (``time.thread_time``), which time spent waiting
+for peers or for a core does not inflate. A fourth path, a
+group of one process, runs the whole call (arguments, recorder, schedule of
+no rounds) with no peer to wait for: there the difference is the recorder's
+CPU time alone, measurable even on a busy machine. With the recorder off
 the executor still writes its round and peer to a shared placeholder entry:
 ``--micro`` times those writes, and the recorder's own hooks, alone.
 """
@@ -30,11 +35,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 SIZES = (8, 1024, 65536)
-PATHS = ("symmetric", "shm", "gloo")
+PATHS = ("one", "symmetric", "shm", "gloo")
 
 
 def _run(rank: int, path: str, sizes, calls: int, reps: int) -> dict:
-    os.environ["MYCOLLECTIVES_TRANSPORT"] = "group" if path == "gloo" else "shm"  # the default group's
+    os.environ["MYCOLLECTIVES_TRANSPORT"] = (
+        "group" if path in ("gloo", "one") else "shm"
+    )  # the default group's
     import torch
 
     import mycollectives as mc
@@ -52,17 +59,19 @@ def _run(rank: int, path: str, sizes, calls: int, reps: int) -> dict:
             t = torch.ones(n)
         for _ in range(50):
             mc.all_reduce(t, group=group)
-        on, off = [], []
+        runs = {"on": [], "off": [], "on_cpu": [], "off_cpu": []}
         for rep in range(reps):
             for size_ in (2000, 0) if rep % 2 == 0 else (0, 2000):
                 flight.set_size(size_)
                 mc.all_reduce(t, group=group)  # line the ranks up
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.thread_time()
                 for _ in range(calls):
                     mc.all_reduce(t, group=group)
-                (on if size_ else off).append((time.perf_counter() - t0) / calls)
+                key = "on" if size_ else "off"
+                runs[key].append((time.perf_counter() - t0) / calls)
+                runs[key + "_cpu"].append((time.thread_time() - c0) / calls)
         flight.set_size(2000)
-        out[size] = dict(on=on, off=off)
+        out[size] = runs
     return out
 
 
@@ -114,14 +123,23 @@ def main() -> None:
         from mycollectives.bench.report import machine
 
         result["machine"] = machine("gloo", args.nprocs)
-        print(f"{'path':>10} {'size (B)':>9} {'off (us)':>9} {'on (us)':>9} {'on-off (us)':>12} {'IQR':>14}")
+        print(
+            f"{'path':>10} {'size (B)':>9} {'off (us)':>9} {'on (us)':>9} {'on-off (us)':>12} {'IQR':>14}"
+            f" {'CPU on-off (us)':>16} {'IQR':>14}"
+        )
         for path in args.paths.split(","):
-            per_rank = mc.run_gloo(_run, args.nprocs, path, SIZES, args.calls, args.reps)
+            nprocs = 1 if path == "one" else args.nprocs
+            per_rank = mc.run_gloo(_run, nprocs, path, SIZES, args.calls, args.reps)
             for size in SIZES:
                 on = [max(r[size]["on"][i] for r in per_rank) * 1e6 for i in range(args.reps)]
                 off = [max(r[size]["off"][i] for r in per_rank) * 1e6 for i in range(args.reps)]
                 diff = [a - b for a, b in zip(on, off)]
-                q = statistics.quantiles(diff, n=4)
+                # CPU time of the calling thread, each rank's difference, averaged over ranks
+                cpu = [
+                    statistics.mean((r[size]["on_cpu"][i] - r[size]["off_cpu"][i]) * 1e6 for r in per_rank)
+                    for i in range(args.reps)
+                ]
+                q, qc = statistics.quantiles(diff, n=4), statistics.quantiles(cpu, n=4)
                 row = dict(
                     path=path,
                     size=size,
@@ -129,11 +147,14 @@ def main() -> None:
                     on_us=statistics.median(on),
                     overhead_us=statistics.median(diff),
                     overhead_iqr_us=(q[0], q[2]),
+                    cpu_overhead_us=statistics.median(cpu),
+                    cpu_overhead_iqr_us=(qc[0], qc[2]),
                 )
                 result.setdefault("rows", []).append(row)
                 print(
                     f"{path:>10} {size:9d} {row['off_us']:9.1f} {row['on_us']:9.1f} "
-                    f"{row['overhead_us']:12.2f} {q[0]:6.2f}..{q[2]:<6.2f}"
+                    f"{row['overhead_us']:12.2f} {q[0]:6.2f}..{q[2]:<6.2f} "
+                    f"{row['cpu_overhead_us']:16.2f} {qc[0]:6.2f}..{qc[2]:<6.2f}"
                 )
         result["command"] = " ".join(sys.argv)
     if args.json:

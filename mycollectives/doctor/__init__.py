@@ -76,4 +76,5 @@ def _cell(e: dict | None) -> str:
     state = e["state"]
     if state in ("running", "failed") and e["peer"] is not None:
         state += f" (round {e['round']}, {e['what']} {e['peer']})"
-    return f"{e['fn']}({e['count']} {e['dtype']}) {state}"
+    dtype = str(e["dtype"]).replace("float", "f").replace("int", "i")
+    return f"{e['fn']}({e['count']} {dtype}) {state}"

@@ -13,14 +13,20 @@ def ranks(rs) -> str:
     rs = sorted(set(rs))
     if len(rs) == 1:
         return f"rank {rs[0]}"
-    if len(rs) > 3 and rs == list(range(rs[0], rs[-1] + 1)):
+    if len(rs) >= 3 and rs == list(range(rs[0], rs[-1] + 1)):
         return f"ranks {rs[0]}-{rs[-1]}"
     return "ranks " + ", ".join(map(str, rs))
 
 
 def site(entry: dict) -> str:
-    """``file.py:57``, or empty."""
-    return f"{Path(entry['site']).name}" if entry.get("site") else ""
+    """``file.py:57`` (``a notebook cell, line 8`` for a Jupyter cell), or empty."""
+    where = entry.get("site")
+    if not where:
+        return ""
+    path, _, line = where.rpartition(":")
+    if "ipykernel_" in path:
+        return f"a notebook cell, line {line}"
+    return f"{Path(path).name}:{line}"
 
 
 def size(entry: dict) -> str:

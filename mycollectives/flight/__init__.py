@@ -156,20 +156,42 @@ def recorder(transport) -> Recorder:
 
 
 _inside: dict = {}  # code object -> whether it is the package's or torch's (a cache: no string test per call)
+_depth: dict[str, int] = {}  # API function -> how deep below _site its last internal frame was
 
 
-def _site():
-    """(code, instruction offset) of the first caller outside the package; the dump finds the line
-    (``f_lineno`` costs several times ``f_lasti``)."""
-    f = sys._getframe(2)
+def _internal(code) -> bool:
+    inside = _inside.get(code)
+    if inside is None:
+        inside = _inside[code] = code.co_filename.startswith(_SKIP)
+    return inside
+
+
+def _site(fn: str):
+    """(code, instruction offset) of the first caller outside the package; the dump finds the line.
+
+    Each frame object Python has to build costs time (more than ``f_lineno``,
+    which costs several times ``f_lasti``), so after the first call of ``fn``
+    the depth of the last internal frame is remembered and only two frames are
+    built: that one, to check it is internal, and its caller. A call that came
+    another way (through the torch.distributed patch, say) walks again.
+    """
+    d = _depth.get(fn)
+    if d is not None:
+        try:
+            f = sys._getframe(d)
+        except ValueError:
+            f = None
+        if f is not None and _internal(f.f_code):
+            g = f.f_back
+            if g is not None and not _internal(g.f_code):
+                return g.f_code, g.f_lasti
+    f, depth = sys._getframe(2), 2
     while f is not None:
         code = f.f_code
-        inside = _inside.get(code)
-        if inside is None:
-            inside = _inside[code] = code.co_filename.startswith(_SKIP)
-        if not inside:
+        if not _internal(code):
+            _depth.setdefault(fn, depth - 1)
             return code, f.f_lasti
-        f = f.f_back
+        f, depth = f.f_back, depth + 1
     return None
 
 
@@ -183,9 +205,9 @@ def posted(transport, fn: str, algorithm: str, meta) -> Entry | None:
         rec = recorder(transport)
     rec.seq += 1
     if meta is None:
-        e = Entry(rec.seq, ("collective", fn, algorithm, None, None, None, None), _site())
+        e = Entry(rec.seq, ("collective", fn, algorithm, None, None, None, None), _site(fn))
     else:
-        e = Entry(rec.seq, ("collective", fn, algorithm, meta.dtype, meta.count, meta.root, meta.op), _site())
+        e = Entry(rec.seq, ("collective", fn, algorithm, meta.dtype, meta.count, meta.root, meta.op), _site(fn))
     rec.ring.append(e)
     return e
 
@@ -196,7 +218,7 @@ def p2p(transport, fn: str, peer: int, tensor) -> Entry | None:
         return None
     rec = recorder(transport)
     rec.p2p_seq += 1
-    e = Entry(rec.p2p_seq, ("p2p", fn, "", tensor.dtype, tensor.numel(), peer, None), _site())
+    e = Entry(rec.p2p_seq, ("p2p", fn, "", tensor.dtype, tensor.numel(), peer, None), _site(fn))
     e.peer = peer
     rec.ring.append(e)
     return e
