@@ -29,6 +29,7 @@ from collections.abc import Callable
 
 import torch
 
+from . import flight
 from .errors import CollectiveTimeout, DeadlockError, PeerError
 from .plan import Blocks, Piece, cut, overlaps, plan, writes  # noqa: F401 (Blocks, writes re-exported)
 from .schedule import BUFFERS, Schedule
@@ -55,12 +56,14 @@ def workspace(transport, slot: str, numel: int, like: torch.Tensor) -> torch.Ten
     return t[:numel]
 
 
-def _wait(call, timeout: float, where: str, peer: int | None, what: str):
+def _wait(call, timeout: float, where: str, peer: int | None, what: str, note=flight.NOBODY):
     """``call(timeout)``, its transport's errors turned into the package's,
     each naming the collective, round and peer (``where`` says the first two;
-    ``peer`` None: the one the transport's error names)."""
+    ``peer`` None: the one the transport's error names). The flight recorder's
+    ``note`` says whom this rank waits on meanwhile."""
+    note.peer, note.what = peer, what
     try:
-        return call(timeout)
+        out = call(timeout)
     except (TransportTimeout, TransportPeerError) as e:  # a TransportDeadlock is a TransportTimeout
         who = peer if peer is not None else e.peer if e.peer is not None else "?"
         if isinstance(e, TransportDeadlock):
@@ -70,6 +73,8 @@ def _wait(call, timeout: float, where: str, peer: int | None, what: str):
                 f"{where}: {what} rank {who} timed out after {timeout:g} s (did rank {who} join this collective?)"
             ) from e
         raise PeerError(f"{where}: {what} rank {who} failed: {e}") from e
+    note.peer = note.what = None
+    return out
 
 
 def settle(late: list, me: int, view, combine) -> None:
@@ -120,6 +125,8 @@ def execute(
     like = next(iter(buffers.values()))
     name = label or schedule.collective
     sizes = {b: t.size for b, t in buffers.items() if isinstance(t, Blocks)}
+    note = flight.current()
+    note.enter(schedule.algorithm, len(schedule.rounds), name)
 
     def view(buf: int, off: int, count: int) -> torch.Tensor:
         return buffers[buf][off : off + count]
@@ -141,6 +148,7 @@ def execute(
         return torch.cat([view(b, o, c) for b, o, c, _ in pieces])
 
     for rp in plan(schedule, me):
+        note.round = rp.index
         rp = cut(rp, sizes) if sizes else rp
         where = f"{name} ({schedule.algorithm}) on rank {me}: round {rp.index} of {len(schedule.rounds)}"
         total = sum(p[2] for _, pieces in rp.recvs for p in pieces)
@@ -160,21 +168,21 @@ def execute(
         ]
         tag = Label(name, schedule.algorithm, rp.index)
         post = functools.partial(transport.exchange, sends, [m for m, _, _ in recvs], tag)
-        send_works, recv_works = _wait(lambda _, post=post: post(), timeout, where, None, "post to")
+        send_works, recv_works = _wait(lambda _, post=post: post(), timeout, where, None, "post to", note)
         deferred = []
         for (msg, pieces, mode), work in zip(recvs, recv_works):
             in_place = getattr(work, "view", None) if mode == "now" else None
             if in_place is not None:  # read where the transport holds it (shared memory)
-                apply(_wait(in_place, timeout, where, msg.peer, "receive from"), pieces)
+                apply(_wait(in_place, timeout, where, msg.peer, "receive from", note), pieces)
                 work.release()
                 continue
-            _wait(work.wait, timeout, where, msg.peer, "receive from")
+            _wait(work.wait, timeout, where, msg.peer, "receive from", note)
             if mode == "now":
                 apply(msg.tensor, pieces)
             elif mode == "late":
                 deferred.append((msg.peer, msg.tensor, pieces))
         for msg, work in zip(sends, send_works):
-            _wait(work.wait, timeout, where, msg.peer, "send to")
+            _wait(work.wait, timeout, where, msg.peer, "send to", note)
         for sbuf, soff, dbuf, doff, count, red in rp.local:
             apply(view(sbuf, soff, count), [(dbuf, doff, count, red)])
         settle(deferred, me, view, combine)

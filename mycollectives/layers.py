@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("errors", "ops", "schedule", "nccl", "topology")),
+    ("base", ("errors", "ops", "schedule", "nccl", "topology", "flight")),
     ("transport", ("transport", "symmetric")),
     ("collectives", ("collectives",)),
     ("algorithms", ("algorithms",)),
@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("API", ("api",)),
     (
         "above the API",
-        ("pingpong", "patch", "sim", "viz", "bench", "exercises", "memory", "parallel", "layers"),
+        ("pingpong", "patch", "sim", "viz", "bench", "exercises", "memory", "parallel", "layers", "doctor"),
     ),
     ("the package", ("",)),
 )

@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 import torch
 
+from . import flight
 from .errors import CollectiveTimeout, PeerError
 from .executor import settle
 from .schedule import Schedule
@@ -105,20 +106,26 @@ def execute(
     name = label or schedule.collective
     plan = _views(schedule, handle, offsets, dtype, me)
     mine = {where: into for views, _ in plan for _, into, _, _, _, where in views}
+    note = flight.current()  # the flight recorder: round, and the barrier this rank waits in
+    note.enter(schedule.algorithm, len(schedule.rounds), name)
 
     def sync(where: str) -> None:
+        note.what = f"barrier {where}"
         try:
             handle.barrier(0, timeout)
         except TransportTimeout as e:
+            note.peer = e.peer
             raise CollectiveTimeout(
                 f"{name} ({schedule.algorithm}) on rank {me}: {where}: rank {e.peer} did not arrive"
             ) from e
         except TransportPeerError as e:
             raise PeerError(f"{name} ({schedule.algorithm}) on rank {me}: {where}: {e}") from e
+        note.what = None
 
     if not ready:
         sync("before round 0")
     for k, (views, any_late) in enumerate(plan):
+        note.round = k
         if k:
             sync(f"before round {k} of {len(schedule.rounds)}")
         staged = []

@@ -122,3 +122,26 @@ def test_parse_nccl_log():
     assert log["hops"][0] == (0, 0, 1, "P2P/CUMEM")
     assert log["transports"] == {"P2P": 2, "SHM": 1} and log["channels"] == 2
     assert parse_nccl_log("")["hops"] == []
+
+
+def test_parse_nccl_log_on_cited_excerpts():
+    """Real logs posted in issue threads (labs/recorded/nccl_info, cited in chapter 6)."""
+    logs = SCRIPTS.parent / "recorded" / "nccl_info"
+    a800 = parse_nccl_log((logs / "a800_two_nodes_roce.log").read_text())
+    assert a800["version"] == "2.10.3+cuda11.0" and a800["network"] == "IB"
+    assert a800["transports"] == {"P2P": 6, "NET": 2} and a800["gdr"] == 2
+    assert (1, 13, 4, "NET/IB/0/GDRDMA") in a800["hops"] and (1, 14, 13, "P2P/direct pointer/read") in a800[
+        "hops"
+    ]
+    loc = parse_nccl_log((logs / "rtx_a6000_p2p_level_loc.log").read_text())
+    assert loc["p2p_level"] == "LOC" and loc["transports"] == {"SHM": 1} and loc["network"] == "Socket"
+    h800 = parse_nccl_log((logs / "h800_channels.log").read_text())
+    assert h800["channel_counts"] == dict(coll=16, collnet=0, nvls=16, p2p=16)
+    gh = parse_nccl_log((logs / "gh200_two_nodes.log").read_text())
+    assert (gh["ranks"], gh["nodes"]) == (2, 2)
+    assert parse_nccl_log((logs / "tuning_algo_proto.log").read_text())["choices"] == [
+        (1026048, "Ring", "Simple")
+    ]
+    assert parse_nccl_log("AllReduce: 4096 Bytes -> Algo NVLS proto LL128")["choices"] == [
+        (4096, "NVLS", "LL128")
+    ]

@@ -32,6 +32,23 @@ def default_nproc() -> int:
     return torch.cuda.device_count() if gpu_mode() else 4
 
 
+def command(script: str, *args: str, nproc: int | None = None) -> list[str]:
+    """``python -m torch.distributed.run --standalone --nproc-per-node N labs/scripts/<script> ARGS``."""
+    nproc = nproc or default_nproc()
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
+    return cmd + [str(SCRIPTS / script), *args]
+
+
+def run_job(
+    script: str, *args: str, nproc: int | None = None, env: dict[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess:
+    """Run ``labs/scripts/<script>`` under torchrun and return the finished process, whether
+    or not a rank failed (chapter 6 runs jobs that are meant to fail)."""
+    full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
+    cmd = command(script, *args, nproc=nproc)
+    return subprocess.run(cmd, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=timeout)
+
+
 def torchrun(
     script: str,
     *args: str,
@@ -45,18 +62,14 @@ def torchrun(
     Raises ``RuntimeError`` with the tail of the output if any rank fails
     (an assertion in a script fails the notebook cell that launched it).
     """
-    nproc = nproc or default_nproc()
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "result.json"
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
-        cmd += [str(SCRIPTS / script), *args, "--out", str(out)]
-        full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
-        proc = subprocess.run(cmd, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=timeout)
+        proc = run_job(script, *args, "--out", str(out), nproc=nproc, env=env, timeout=timeout)
         if echo and proc.stdout:
             print(proc.stdout, end="")
         if proc.returncode != 0:
             raise RuntimeError(
-                f"{' '.join(cmd[2:])} failed with exit code {proc.returncode}:\n"
+                f"{' '.join(proc.args[2:])} failed with exit code {proc.returncode}:\n"
                 f"{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
             )
         result = json.loads(out.read_text())

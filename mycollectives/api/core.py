@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .. import auto, loadstore, symmetric
+from .. import auto, flight, loadstore, symmetric
 from ..algorithms import Spec, canonical, entry, schedule_for
 from ..collectives import record
 from ..errors import CollectiveTimeout, PeerError
@@ -206,6 +206,7 @@ def launch(
         err = None
     except (ValueError, TypeError) as e:
         err = _on_rank(e, fn, t.rank)
+    note = flight.posted(t, fn, algorithm, meta)
 
     def job() -> None:
         if t.device.type == "cuda":  # an async call runs on the lane's thread: its current device too
@@ -225,7 +226,7 @@ def launch(
         schedule = _schedule(fn, t, collective, algorithm, meta, opts, splits)
         body(Launch(t, meta, schedule, opts, fn, splits, checked))
 
-    return lane_for(t).run(job, async_op and err is None, outputs)
+    return lane_for(t).run(flight.track(note, job), async_op and err is None, outputs)
 
 
 def _schedule(fn, t, collective: str, algorithm: str, meta: Meta, opts: Options, splits) -> Schedule:

@@ -6,6 +6,7 @@ import warnings
 
 import torch
 
+from .. import flight
 from ..errors import CollectiveTimeout, DeadlockError, PeerError
 from ..transport import Label, NotInGroup, resolve_group
 from ..transport.base import TransportDeadlock, TransportPeerError, TransportTimeout
@@ -28,23 +29,28 @@ def _peer(fn: str, tensor, peer, group_peer, arg: str, group):
 
 
 class _P2PWork:
-    """A handle whose ``wait()`` raises errors that name the peer."""
+    """A handle whose ``wait()`` raises errors that name the peer (and tells the flight recorder)."""
 
-    def __init__(self, work, what: str, timeout: float):
-        self.work, self.what, self.timeout = work, what, timeout
+    def __init__(self, work, what: str, timeout: float, note=None):
+        self.work, self.what, self.timeout, self.note = work, what, timeout, note
 
     def is_completed(self) -> bool:
         return self.work.is_completed()
 
     def wait(self, timeout: float | None = None) -> bool:
+        flight.waiting(self.note)
         try:
-            return self.work.wait(timeout or self.timeout)
+            out = self.work.wait(timeout or self.timeout)
         except TransportDeadlock as e:
-            raise DeadlockError(f"{self.what}: {e}") from e
+            raise flight.fail(self.note, DeadlockError(f"{self.what}: {e}")) from e
         except TransportTimeout as e:
-            raise CollectiveTimeout(f"{self.what}: timed out after {timeout or self.timeout:g} s") from e
+            raise flight.fail(
+                self.note, CollectiveTimeout(f"{self.what}: timed out after {timeout or self.timeout:g} s")
+            ) from e
         except TransportPeerError as e:
-            raise PeerError(f"{self.what}: {e}") from e
+            raise flight.fail(self.note, PeerError(f"{self.what}: {e}")) from e
+        flight.done(self.note)
+        return out
 
 
 @torch.no_grad()
@@ -59,8 +65,9 @@ def isend(
     if (found := _peer("isend", tensor, dst, group_dst, "dst", group)) is None:
         return None
     t, r = found
+    note = flight.p2p(t, "send", r, tensor)
     work = t.isend(tensor, r, tag, Label("send"))
-    return _P2PWork(work, f"isend on rank {t.rank} to rank {r}", t.timeout)
+    return _P2PWork(work, f"isend on rank {t.rank} to rank {r}", t.timeout, note)
 
 
 @torch.no_grad()
@@ -71,8 +78,9 @@ def irecv(
     if (found := _peer("irecv", tensor, src, group_src, "src", group)) is None:
         return None
     t, r = found
+    note = flight.p2p(t, "recv", r, tensor)
     work = t.irecv(tensor, r, tag, Label("recv"))
-    return _P2PWork(work, f"irecv on rank {t.rank} from rank {r}", t.timeout)
+    return _P2PWork(work, f"irecv on rank {t.rank} from rank {r}", t.timeout, note)
 
 
 @torch.no_grad()

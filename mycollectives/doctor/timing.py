@@ -1,0 +1,92 @@
+"""Rules 3 and 4 of :mod:`.rules`: an unmatched point-to-point call, and a straggler in a run that finished.
+
+A straggler that does not hang the job shows in the timestamps: at each
+collective it is the last rank to arrive, and the others wait for it. Times
+are each host's wall clock, so across hosts they carry the clocks' skew
+(usually well under a millisecond with NTP; the doctor asks for lags of
+tens of milliseconds).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+
+from . import text
+from .load import Dump
+from .rules import Diagnosis, _groups
+
+WINDOW = 50  # the last collectives judged
+MIN_LAG_S = 0.02
+
+
+def unmatched(dumps: dict[int, Dump]) -> Diagnosis | None:
+    """Rule 3: a rank blocked in a send or receive whose peer is elsewhere."""
+    for r, d in sorted(dumps.items()):
+        found = d.blocked()
+        if found is None or found[1]["kind"] != "p2p":
+            continue
+        e = found[1]
+        q = e["peer"]
+        peer = dumps.get(q)
+        if peer is None:
+            state = "left no flight record (it died)"
+        elif peer.reason == "exit":
+            state = "finished without matching it"
+        else:
+            here = text.user_frame(peer.stack)
+            state = f"is at {text.frame(here)}" if here else "never posted the matching call"
+        line = f"rank {r} waits in {text.p2p(e)}, which rank {q} never matched: rank {q} {state}"
+        return Diagnosis("unmatched", [r, q], e["seq"], line, found[0].name)
+    return None
+
+
+def straggler(dumps: dict[int, Dump]) -> Diagnosis | None:
+    """Rule 4: in collectives every rank completed, the others keep waiting for one rank.
+
+    At each collective the last rank to arrive makes the others wait (its
+    arrival less the others' median). A straggler is the rank that caused most
+    of that waiting, late by at least ``MIN_LAG_S`` at three or more
+    collectives and at least twice as often as any other rank.
+    """
+    for (name, members), by_rank in _groups(dumps):
+        if len(by_rank) < 2 or set(by_rank) != set(members):
+            continue
+        common = set.intersection(*(set(g.collectives) for g in by_rank.values()))
+        done = (k for k in common if all(g.collectives[k]["state"] == "completed" for g in by_rank.values()))
+        seqs = sorted(done)[-WINDOW:]
+        caused, late = Counter(), {r: [] for r in by_rank}
+        for k in seqs:
+            posted = {r: g.collectives[k]["t_posted"] for r, g in by_rank.items()}
+            last = max(posted, key=posted.get)
+            lag = posted[last] - statistics.median(t for r, t in posted.items() if r != last)
+            caused[last] += lag
+            if lag >= MIN_LAG_S:
+                late[last].append((lag, k))
+        if not seqs or not caused:
+            continue
+        r, total = caused.most_common(1)[0]
+        others = max((len(v) for q, v in late.items() if q != r), default=0)
+        if len(late[r]) >= 3 and len(late[r]) >= 2 * others and total >= 0.6 * sum(caused.values()):
+            lag, k = max(late[r])
+            e = by_rank[r].collectives[k]
+            line = (
+                f"rank {r} is a straggler: the others waited {total:.2f} s for it over the last {len(seqs)} "
+                f"collectives (seq {seqs[0]}-{seqs[-1]}); it arrived last, a median "
+                f"{statistics.median(x for x, _ in late[r]) * 1e3:.0f} ms late, at {len(late[r])} of them "
+                f"(most, {lag * 1e3:.0f} ms, at seq {k}: {e['fn']} at {text.site(e)})"
+            )
+            return Diagnosis("straggler", [r], k, line, name)
+    return None
+
+
+def healthy(dumps: dict[int, Dump]) -> Diagnosis:
+    """Nothing found: say what was checked."""
+    parts = []
+    for (name, _), by_rank in _groups(dumps):
+        n = [len(g.collectives) for g in by_rank.values()]
+        last = max((max(g.collectives) for g in by_rank.values() if g.collectives), default=-1)
+        parts.append(f"group {name}: {text.ranks(by_rank)} agree on seq 0-{last} ({max(n, default=0)} kept)")
+    missing = sorted({r for (_, members), _ in _groups(dumps) for r in members} - set(dumps))
+    gone = f"; no record from {text.ranks(missing)}" if missing else ""
+    return Diagnosis("ok", [], None, f"no fault found: {'; '.join(parts)}{gone}")

@@ -1,0 +1,177 @@
+"""Check functions for the exercises of chapter 6 (Slow and hung collectives).
+
+Each exercise's numbers are in :data:`QUESTIONS` (the notebook prints them);
+each ``check_*`` computes the expected answer here, from the package (nccl-tests'
+busbw factors in the collectives' records, the cost model's ring all-reduce,
+the flight recorder and the doctor), raises ``AssertionError`` saying what is
+wrong, or prints what was right.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import torch
+
+from ..collectives import busbw_factor
+from ..cost import Machine, closed_form
+
+GB = 1e9
+MIB = 1 << 20
+
+QUESTIONS = {
+    # nccl-tests' all_reduce_perf on 16 ranks (2 nodes of 8): one line of its output
+    "decode": dict(collective="all_reduce", ranks=16, size=8 << 30, time_us=46_400.0),
+    # all_reduce_perf on 8 H100 in one node with NVLink SHARP: the busbw it prints
+    "nvls": dict(ranks=8, busbw=480.0),
+    # a ring all-reduce over 2 nodes of 8 GPUs, one NIC per GPU, 8 NICs a node
+    "per_nic": dict(nodes=2, gpus_per_node=8, nics_per_node=8, busbw=360.0),
+    # alltoall_perf over 4 nodes of 8 GPUs, one 400 Gb/s NIC per GPU giving 48 GB/s
+    "alltoall": dict(nodes=4, gpus_per_node=8, nic=48.0),
+    # DDP's gradient buckets: a ring all-reduce of each bucket on 4 ranks
+    "bucket": dict(ranks=4, alpha=30e-6, bandwidth=5e9, overhead=0.10),
+}
+
+
+def _need(answer: object, what: str) -> None:
+    assert answer is not None, f"replace None with your answer: {what}"
+
+
+def _close(answer, want: float, what: str, unit: str = "", rel: float = 0.02) -> None:
+    _need(answer, what)
+    got = float(answer)
+    assert math.isclose(got, want, rel_tol=rel), (
+        f"{what}: got {got:.4g}{unit}, which is off by {100 * (got / want - 1):+.1f}% from the expected value"
+    )
+    print(f"Correct: {what} = {got:.4g}{unit}")
+
+
+def check_busbw(answer: float | None) -> None:
+    """``QUESTIONS["decode"]``: the busbw (GB/s) nccl-tests prints for that line."""
+    q = QUESTIONS["decode"]
+    algbw = q["size"] / (q["time_us"] * 1e-6) / GB
+    _close(answer, algbw * busbw_factor(q["collective"], q["ranks"]), "busbw", " GB/s")
+
+
+def check_nvls_link_rate(answer: float | None) -> None:
+    """``QUESTIONS["nvls"]``: GB/s each GPU's NVLink carries each way while NVLS reaches that busbw.
+
+    NVLS pushes every byte of a GPU's vector into the switch and pulls the sum
+    back, plus its ``1/n`` share reduced on the way: ``(n + 1)/n`` bytes each
+    way per byte of the vector, where a ring moves ``2(n - 1)/n``.
+    """
+    q = QUESTIONS["nvls"]
+    n = q["ranks"]
+    algbw = q["busbw"] / busbw_factor("all_reduce", n)
+    _close(answer, algbw * (n + 1) / n, "NVLink traffic per GPU, each way", " GB/s")
+
+
+def check_per_nic(answer: float | None) -> None:
+    """``QUESTIONS["per_nic"]``: GB/s each NIC carries each way in that ring all-reduce.
+
+    The ring's data is split over one ring per NIC (NCCL's channels, rail by
+    rail); every ring leaves each node once, and every link of a ring carries
+    the busbw's share of its ring: each NIC carries ``busbw / NICs per node``.
+    """
+    q = QUESTIONS["per_nic"]
+    _close(answer, q["busbw"] / q["nics_per_node"], "traffic per NIC, each way", " GB/s")
+
+
+def check_alltoall_busbw(answer: float | None) -> None:
+    """``QUESTIONS["alltoall"]``: the busbw alltoall_perf should show when the NICs limit it.
+
+    Of a rank's buffer, the share for ranks on other nodes, ``(N - 1)/N``,
+    crosses its NIC; the time is that share over the NIC's rate, and nccl-tests'
+    all-to-all factor ``(n - 1)/n`` turns the algbw into busbw (nccl-tests issue #130).
+    """
+    q = QUESTIONS["alltoall"]
+    nodes, n = q["nodes"], q["nodes"] * q["gpus_per_node"]
+    algbw = q["nic"] / ((nodes - 1) / nodes)
+    _close(answer, algbw * busbw_factor("all_to_all", n), "alltoall busbw", " GB/s")
+
+
+def bucket_overhead(bucket_bytes: float) -> float:
+    """The share of a bucketed ring all-reduce's time spent on per-message latency (``QUESTIONS["bucket"]``)."""
+    q = QUESTIONS["bucket"]
+    count = max(int(bucket_bytes) // 4, 1)
+    full = closed_form("all_reduce", "ring", q["ranks"], count, Machine(q["alpha"], 1 / q["bandwidth"]))
+    latency = closed_form("all_reduce", "ring", q["ranks"], count, Machine(q["alpha"], 0.0))
+    return latency / full
+
+
+def check_bucket_size(answer_mib: float | None) -> None:
+    """``QUESTIONS["bucket"]``: the smallest ``bucket_cap_mb`` (MiB, as DDP reads it) whose
+    all-reduces spend at most that share of their time on latency (within 10% above it)."""
+    _need(answer_mib, "bucket_cap_mb")
+    q = QUESTIONS["bucket"]
+    lo, hi = 1.0, float(1 << 40)
+    while hi - lo > 1:  # the smallest bucket meeting the target, by bisection on the cost model
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if bucket_overhead(mid) > q["overhead"] else (lo, mid)
+    best = hi / MIB
+    got = float(answer_mib)
+    share = bucket_overhead(got * MIB)
+    assert share <= q["overhead"] * 1.001, (
+        f"buckets of {got:.3g} MiB spend {100 * share:.1f}% of their time on latency, above "
+        f"{100 * q['overhead']:.0f}%: they are too small"
+    )
+    assert got <= best * 1.1, (
+        f"{got:.3g} MiB meets the target, but a smaller bucket does too: look for the smallest"
+    )
+    print(f"Correct: bucket_cap_mb = {got:.3g} (latency is {100 * share:.1f}% of each all-reduce)")
+
+
+# --- the mystery: a job's flight records, one rank at fault -----------------------------
+
+
+def mystery(directory: str | os.PathLike) -> Path:
+    """Run a small training loop on a local world of four ranks, one rank misbehaving, and
+    leave every rank's flight record in ``directory``; returns it."""
+    from .. import api, flight
+    from ..errors import CollectiveError
+    from ..transport import LocalWorld
+
+    directory = Path(directory)
+    old = os.environ.get("MYCOLLECTIVES_FLIGHT_DIR")
+    os.environ["MYCOLLECTIVES_FLIGHT_DIR"] = str(directory)
+    try:
+
+        def step(rank: int) -> None:
+            for i in range(4):
+                api.all_reduce(torch.ones(512))
+                if not (rank == 3 and i == 2):  # rank 3 has no statistic to share at step 2
+                    api.all_gather_into_tensor(torch.empty(4 * 16), torch.ones(16))
+                api.broadcast(torch.ones(8), src=0)
+
+        def body(rank: int) -> None:
+            try:
+                step(rank)
+            except (CollectiveError, ValueError):
+                pass
+
+        LocalWorld(4, timeout=5.0).run(body)
+        flight.dump(directory)
+    finally:
+        if old is None:
+            os.environ.pop("MYCOLLECTIVES_FLIGHT_DIR", None)
+        else:
+            os.environ["MYCOLLECTIVES_FLIGHT_DIR"] = old
+    return directory
+
+
+def check_diagnosis(answer: dict | None) -> None:
+    """The rank at fault in :func:`mystery`'s records, the sequence number, and the kind of fault:
+    ``{"rank": ..., "seq": ..., "kind": ...}`` with ``kind`` one of "skipped", "order",
+    "mismatch", "straggler", "died"."""
+    _need(answer, "the diagnosis")
+    assert isinstance(answer, dict) and {"rank", "seq", "kind"} <= set(answer), (
+        'answer with a dict: {"rank": ..., "seq": ..., "kind": ...}'
+    )
+    want = {"rank": 3, "seq": 7, "kind": "skipped"}
+    for key in ("rank", "seq", "kind"):
+        assert answer[key] == want[key], (
+            f"{key}: got {answer[key]!r}; look again at where the records first part"
+        )
+    print("Correct: rank 3 skipped the all-gather at seq 7 (step 2) and called the broadcast that follows it")
