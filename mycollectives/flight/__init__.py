@@ -207,7 +207,9 @@ def posted(transport, fn: str, algorithm: str, meta) -> Entry | None:
     if meta is None:
         e = Entry(rec.seq, ("collective", fn, algorithm, None, None, None, None), _site(fn))
     else:
-        e = Entry(rec.seq, ("collective", fn, algorithm, meta.dtype, meta.count, meta.root, meta.op), _site(fn))
+        e = Entry(
+            rec.seq, ("collective", fn, algorithm, meta.dtype, meta.count, meta.root, meta.op), _site(fn)
+        )
     rec.ring.append(e)
     return e
 

@@ -13,7 +13,14 @@ from .animation import animate, play, step_through, to_html
 from .buffers import buffer_states, chunk_bounds, chunk_label, draw_buffers, mask_colours, rank_colours
 from .costs import choice_map, message_times, pingpong_fit, size_label, time_per_byte
 from .diagrams import draw_tree, spacetime, spacetime_trace
-from .plots import best_changes, busbw_plot, expected_busbw_plot, hierarchy_plot, link_heatmap, validation_plot
+from .plots import (
+    best_changes,
+    busbw_plot,
+    expected_busbw_plot,
+    hierarchy_plot,
+    link_heatmap,
+    validation_plot,
+)
 from .topo import draw_round, draw_topology, ring_positions
 
 __all__ = [
