@@ -1,6 +1,6 @@
 """Check functions for the exercises of chapter 6 (Slow and hung collectives).
 
-Each exercise's numbers are in :data:`QUESTIONS` (the notebook prints them);
+Each exercise's numbers are in ``QUESTIONS`` (the notebook prints them);
 each ``check_*`` computes the expected answer here, from the package (nccl-tests'
 busbw factors in the collectives' records, the cost model's ring all-reduce,
 the flight recorder and the doctor), raises ``AssertionError`` saying what is
@@ -131,6 +131,7 @@ def mystery(directory: str | os.PathLike) -> Path:
     leave every rank's flight record in ``directory``; returns it."""
     from .. import api, flight
     from ..errors import CollectiveError
+    from ..flight.files import dump
     from ..transport import LocalWorld
 
     directory = Path(directory)
@@ -151,8 +152,10 @@ def mystery(directory: str | os.PathLike) -> Path:
             except (CollectiveError, ValueError):
                 pass
 
-        LocalWorld(4, timeout=5.0).run(body)
-        flight.dump(directory)
+        world = LocalWorld(4, timeout=5.0)  # held until the dump: a freed world's recorders go with it
+        world.run(body)
+        job = flight.recorder(world.transports[0]).job
+        dump(reason="request", directory=directory, job=job)  # this world's ranks only
     finally:
         if old is None:
             os.environ.pop("MYCOLLECTIVES_FLIGHT_DIR", None)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import os
+
+_local_worlds = itertools.count()  # a local world's number, never reused (an id() may be)
 
 
 def describe(transport) -> tuple[str, int, str, list[int]]:
@@ -10,7 +13,14 @@ def describe(transport) -> tuple[str, int, str, list[int]]:
     p = transport.world_size
     if getattr(transport, "local", False):
         world = getattr(transport, "mail", transport)
-        return f"local-{os.getpid()}-{id(world):x}", transport.rank, "local world", list(range(p))
+        job = getattr(world, "_flight_job", None)
+        if job is None:
+            job = f"local-{os.getpid()}-{next(_local_worlds)}"
+            try:
+                world._flight_job = job
+            except AttributeError:  # a world that takes no attributes: its id, unique while it lives
+                job = f"local-{os.getpid()}-{id(world):x}"
+        return job, transport.rank, "local world", list(range(p))
     import torch.distributed as dist
 
     group = getattr(transport, "group", None)
