@@ -338,9 +338,11 @@ def test_a_send_and_its_receive_of_different_sizes(d):
     _check(d, "mismatch", [0, 1], 0, "rank 0 sends 513 float32 to rank 1", "rank 1 receives 512 float32")
 
 
-def test_a_rank_that_hangs_in_its_own_code_after_the_last_collective(d):
-    for r in (0, 1, 3):
-        write(d, r, steps(12), reason="exit")
+@pytest.mark.parametrize("others", ["exit", "barrier"])
+def test_a_rank_that_hangs_in_its_own_code_after_the_last_collective(d, others):
+    barrier = [["/venv/torch/distributed/distributed_c10d.py", 10, "barrier"], ["/work/train.py", 95, "main"]]
+    for r in (0, 1, 3):  # finished, or waiting for rank 2 in torch's barrier at the end
+        write(d, r, steps(12), reason="exit" if others == "exit" else "SIGTERM", stack=barrier)
     write(
         d,
         2,

@@ -118,7 +118,7 @@ def align(dumps: dict[int, Dump]) -> Diagnosis | None:
                 break
             if lacking:
                 worst = None
-                for r in lacking:
+                for r in [*lacking, *absent]:  # a dead rank is the likelier cause
                     diag = missing(r, dumps, k, sorted(have), name, e, multi)
                     if worst is None or (diag.kind == "died" and worst.kind != "died"):
                         worst = diag

@@ -23,15 +23,15 @@ MIN_LAG_S = 0.02
 def unfinished_rank(dumps: dict[int, Dump]) -> Diagnosis | None:
     """Rule 4: every call the ranks share completed, some ranks finished, and one did not: it hangs in
     its own code (a signal stopped it there), crashed after its last collective, or died (no record)."""
-    finished = sorted(r for r, d in dumps.items() if d.reason == "exit" and not d.exit_error)
+    finished = sorted(r for r, d in dumps.items() if _past(d))
     if not finished:
         return None
-    them = f"while {text.ranks(finished)} finished"
+    them = f"while {text.ranks(finished)} finished their collectives"
     for r in sorted({r for (_, m), _ in groups(dumps) for r in m} | set(dumps)):
         d = dumps.get(r)
         if d is None:
             return Diagnosis("died", [r], None, f"rank {r} died: it left no flight record (killed?) {them}")
-        if (d.reason in ("exit", UNREADABLE) and not d.exit_error) or unfinished(d) is not None:
+        if r in finished or d.reason == UNREADABLE or unfinished(d) is not None:
             continue
         last = max(
             ((e["t_posted"], g.name, k) for g in d.groups.values() for k, e in g.collectives.items()),
@@ -51,6 +51,14 @@ def unfinished_rank(dumps: dict[int, Dump]) -> Diagnosis | None:
         line = f"rank {r} hangs in its own code{at}, {after}, {them} (it was stopped by {d.reason})"
         return Diagnosis("hang", [r], seq, line, group)
     return None
+
+
+def _past(d: Dump) -> bool:
+    """Whether rank ``d`` is done with its collectives: it exited, or waits in torch.distributed's own
+    code (a barrier at the end, say) with no call of the package unfinished."""
+    if d.reason == "exit":
+        return not d.exit_error
+    return unfinished(d) is None and text.in_torch_distributed(d.stack) is not None
 
 
 def straggler(dumps: dict[int, Dump]) -> Diagnosis | None:
