@@ -330,6 +330,22 @@ def test_a_send_to_a_rank_that_never_receives(d):
     _check(d, "unmatched", [0, 3], 0, "rank 0 waits in send to rank 3", "rank 3 waits in all_reduce seq 8")
 
 
+def test_a_rank_that_skipped_a_collective_and_waits_in_a_receive_the_other_never_posts(d):
+    exchange = [p2p(0, "recv", 0, t=T0 + 3.5), p2p(1, "send", 0, t=T0 + 3.6)]  # after each step's last call
+    write(
+        d,
+        0,
+        [*steps(7), stuck(7, fn="all_gather_into_tensor", count=1, peer=1)],
+        p2p=[p2p(0, "send", 1, t=T0 + 3.5)],
+    )
+    write(
+        d, 1, steps(7), p2p=[*exchange, p2p(2, "recv", 0, state="failed", t=T0 + 7.5, error="PeerError: x")]
+    )
+    for r in (2, 3):
+        write(d, r, [*steps(7), stuck(7, fn="all_gather_into_tensor", count=1, peer=1)])
+    _check(d, "skipped", [1], 7, "rank 1 skipped a collective", "all_gather_into_tensor seq 7")
+
+
 def test_a_send_and_its_receive_of_different_sizes(d):
     for r in (2, 3):
         write(d, r, [*steps(8), stuck(8, peer=0)])

@@ -9,7 +9,7 @@ passed mismatched messages.
 
 from __future__ import annotations
 
-from . import text
+from . import calls, text
 from .diagnosis import Diagnosis, unfinished
 from .load import UNREADABLE, Dump, Group
 
@@ -83,8 +83,35 @@ def unmatched(dumps: dict[int, Dump], dead_peers: bool = True) -> Diagnosis | No
                 f"{text.site(recv)})"
             )
             return Diagnosis("mismatch", sorted([r, q]), e["seq"], line, g.name)
+        skipped = _skipped_for(d, peer)
+        if skipped is not None:
+            g2, x = skipped
+            line = (
+                f"rank {r} skipped a collective: it did not call {x['fn']} seq {x['seq']} of group {g2.name}, "
+                f"where rank {q} waits for it, and went on to {text.p2p(e)}, which rank {q} never matched"
+            )
+            return Diagnosis("skipped", [r], x["seq"], line, g2.name)
         line = f"rank {r} waits in {text.p2p(e)}, which rank {q} never matched: rank {q} {_state(peer)}"
         return Diagnosis("unmatched", [r, q], e["seq"], line, g.name)
+    return None
+
+
+def _skipped_for(d: Dump, peer: Dump) -> tuple[Group, dict] | None:
+    """The collective ``peer`` waits in, if it is the call ``d``'s own loop makes next (``d`` skipped it)."""
+    stuck = unfinished(peer)
+    if stuck is None or stuck[1]["kind"] == "p2p":
+        return None
+    mine = sorted(
+        (
+            dict(e, fn=(g.name, e["kind"], e["fn"]))
+            for g in d.groups.values()
+            for e in [*g.collectives.values(), *g.p2p]
+        ),
+        key=lambda e: e["t_posted"],
+    )
+    g2, x = stuck
+    if calls.expected(mine[:-1]) == calls.key(dict(x, fn=(g2.name, x["kind"], x["fn"]))):
+        return stuck
     return None
 
 
