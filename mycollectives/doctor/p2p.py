@@ -97,7 +97,8 @@ def unmatched(dumps: dict[int, Dump], dead_peers: bool = True) -> Diagnosis | No
 
 
 def _skipped_for(d: Dump, peer: Dump) -> tuple[Group, dict] | None:
-    """The collective ``peer`` waits in, if it is the call ``d``'s own loop makes next (``d`` skipped it)."""
+    """The collective ``peer`` waits in, if it is the call ``d``'s own loop makes next and ``d`` waits in
+    a later call of its loop instead (``d`` skipped it)."""
     stuck = unfinished(peer)
     if stuck is None or stuck[1]["kind"] == "p2p":
         return None
@@ -110,7 +111,9 @@ def _skipped_for(d: Dump, peer: Dump) -> tuple[Group, dict] | None:
         key=lambda e: e["t_posted"],
     )
     g2, x = stuck
-    if calls.expected(mine[:-1]) == calls.key(dict(x, fn=(g2.name, x["kind"], x["fn"]))):
+    _, seen = calls.next_after(mine[:-1], mine[-1])
+    ours = calls.key(mine[-1]) in seen  # a call of the loop, made early; else a call the loop never makes
+    if ours and calls.expected(mine[:-1]) == calls.key(dict(x, fn=(g2.name, x["kind"], x["fn"]))):
         return stuck
     return None
 
