@@ -56,12 +56,18 @@ def loop(n, **kw):
     return [entry(k, fn, count, **kw) for k, (fn, count) in zip(range(n), LOOP * n)]
 
 
-def write(d, rank, entries, reason="timeout", stack=None, exit_error=None, job="job1", time=T0 + 100, p2p=()):
+def write(
+    d, rank, entries, reason="timeout", stack=None, exit_error=None, job="job1", time=T0 + 100, p2p=(), **kw
+):
+    """Rank ``rank``'s file; ``sub`` (a list of entries) adds a group of ranks 0 and 1."""
     d.mkdir(parents=True, exist_ok=True)
     group = dict(name="default", ranks=[0, 1, 2, 3], rank=rank, size=4, transport="TorchDistTransport")
     group.update(failure=None, entries=list(entries) + list(p2p))
+    groups = [group]
+    if kw.get("sub") is not None:
+        groups.append(dict(name="1", ranks=[0, 1], rank=rank, size=2, failure=None, entries=kw["sub"]))
     doc = dict(version=1, job=job, rank=rank, host="h", pid=1, reason=reason, time=time)
-    doc.update(exit_error=exit_error, stack=stack, groups=[group])
+    doc.update(exit_error=exit_error, stack=stack, groups=groups, exit_stack=kw.get("exit_stack"))
     (d / f"rank{rank}.json").write_text(json.dumps(doc))
 
 
@@ -132,10 +138,12 @@ def test_a_rank_that_called_the_next_collective_skipped_the_expected_one(d):
 
 
 def test_a_rank_that_called_another_collective_of_the_loop_issued_them_in_another_order(d):
+    step = [*LOOP, ("all_gather_into_tensor", 1)]  # four calls a step, as in labs/scripts/faults.py
+    done = [entry(k, fn, count) for k, (fn, count) in enumerate(step * 2)]
     for r in (0, 1, 3):
-        write(d, r, [*loop(6), entry(6, count=4096, state="failed")])
-    write(d, 2, [*loop(6), entry(6, count=256, state="failed")])
-    _check(d, "order", [2], 6, "different order")
+        write(d, r, [*done, entry(8, count=4096, state="failed")])
+    write(d, 2, [*done, entry(8, count=256, state="failed")])  # the buckets in reverse
+    _check(d, "order", [2], 8, "different order")
 
 
 def test_an_odd_size_is_a_mismatch_and_an_odd_dtype_too(d):
@@ -216,3 +224,198 @@ def test_empty_directory(tmp_path):
     assert diag.kind == "empty" and "no flight records" in diag.line
     with pytest.raises(FileNotFoundError):
         doctor.diagnose(tmp_path / "missing")
+
+
+# Faults the chapter does not list (issue 24): each as the files its run under torchrun left.
+
+STEP = [*LOOP, ("all_gather_into_tensor", 1)]  # four calls a step, as in labs/scripts/faults.py
+
+
+def steps(n, **kw):
+    """``n`` completed calls of a loop of four calls a step."""
+    return [entry(k, fn, count, **kw) for k, (fn, count) in zip(range(n), STEP * n)]
+
+
+def test_a_rank_that_calls_another_collective_at_the_same_point(d):
+    for r in (0, 1, 3):
+        write(d, r, [*steps(9), entry(9, count=1024, state="failed")])
+    write(d, 2, [*steps(9), entry(9, fn="broadcast", count=1024, state="failed")])
+    _check(d, "mismatch", [2], 9, "rank 2 called a different collective", "broadcast of 1024")
+
+
+@pytest.mark.parametrize("field, value, words", [("op", "MAX", "reduce ops"), ("root", 1, "roots")])
+def test_another_reduce_op_or_root_is_a_mismatch(d, field, value, words):
+    for r in (0, 1, 3):
+        write(d, r, [*steps(9), entry(9, count=1024, state="failed")])
+    write(d, 2, [*steps(9), entry(9, count=1024, state="failed", **{field: value})])
+    _check(d, "mismatch", [2], 9, f"mismatched {words}", f"rank 2 passed {field} {value}")
+
+
+def test_a_rank_that_repeats_a_call_issued_an_extra_collective(d):
+    for r in (0, 1, 3):
+        write(d, r, [*steps(10), entry(10, count=256, state="failed")])
+    write(d, 2, [*steps(10), entry(10, count=1024, state="failed")])  # its seq 9 again
+    _check(d, "extra", [2], 10, "rank 2 issued an extra collective", "again")
+
+
+def test_an_extra_call_after_the_others_finished(d):
+    for r in (0, 1, 3):
+        write(d, r, steps(12), reason="exit")
+    write(d, 2, [*steps(12), entry(12, count=1024, state="failed", error="PeerError: closed")])
+    _check(d, "extra", [2], 12, "rank 2 issued an extra collective", "ranks 0, 1, 3 never called")
+
+
+def test_two_ranks_that_skip_the_same_call_split_the_ranks_evenly_and_history_decides(d):
+    for r in (0, 3):
+        write(d, r, [*steps(9), entry(9, count=1024, state="failed")])
+    for r in (1, 2):
+        write(d, r, [*steps(9), entry(9, count=256, state="failed")])
+    _check(d, "skipped", [1, 2], 9, "ranks 1, 2 skipped a collective", "rank 1 called", "rank 2 called")
+
+
+def test_two_ranks_wrong_in_different_ways_are_both_named(d):
+    for r in (0, 3):
+        write(d, r, [*steps(9), entry(9, count=1024, state="failed")])
+    write(d, 1, [*steps(9), entry(9, count=256, state="failed")])
+    write(d, 2, [*steps(9), entry(9, count=1025, state="failed")])
+    _check(d, "several", [1, 2], 9, "rank 1 skipped a collective", "rank 2 passed mismatched sizes")
+
+
+def test_an_even_split_with_no_history_blames_no_side(d):
+    for r in range(4):
+        write(d, r, [entry(0, count=1024 if r < 2 else 256, state="failed")])
+    _check(d, "mismatch", [0, 1, 2, 3], 0, "ranks disagree at seq 0")
+
+
+def test_a_rank_that_skipped_the_last_call_and_failed_in_torchs_barrier_is_no_crash(d):
+    for r in (0, 1, 3):
+        write(d, r, [*steps(11), stuck(11, fn="all_gather_into_tensor", count=1)])
+    where = [["/venv/torch/distributed/distributed_c10d.py", 5356, "barrier"], ["/work/train.py", 90, "main"]]
+    error = "RuntimeError: Connection closed by peer at distributed_c10d.py:5356 in barrier()"
+    write(d, 2, steps(11), reason="exit", exit_error=error, exit_stack=where)
+    _check(d, "skipped", [2], 11, "rank 2 skipped a collective", "barrier()")
+
+
+def test_a_rank_that_skips_a_subgroup_call_while_the_others_wait_in_the_world(d):
+    sub = [entry(k, count=64, t=T0 + 5 * k) for k in range(3)]  # a step: the subgroup's call, then four
+    world = [entry(k, fn, n, t=T0 + 5 * (k // 4) + 1 + k % 4) for k, (fn, n) in zip(range(12), STEP * 3)]
+    late = dict(error="CollectiveTimeout: x", what="receive from")
+    write(d, 0, world, sub=[*sub, stuck(3, count=64, peer=1, t=T0 + 15, **late)])
+    write(d, 1, [*world, stuck(12, peer=0, t=T0 + 16, **late)], sub=sub)
+    for r in (2, 3):
+        write(d, r, [*world, stuck(12, peer=0, t=T0 + 15, **late)])
+    _check(d, "skipped", [1], 3, "rank 1 skipped a collective", "of group 1", "the call that comes next")
+
+
+def test_a_mismatch_in_a_subgroup_is_named_not_the_world_collective_it_holds_up(d):
+    sub = [entry(k, count=64) for k in range(3)]
+    for r in (0, 1):
+        bad = entry(3, count=65 if r else 64, state="failed", error="ValueError: ranks disagree")
+        write(d, r, steps(12), sub=[*sub, bad], exit_error="ValueError: ranks disagree")
+    for r in (2, 3):
+        write(d, r, [*steps(12), stuck(12, peer=0)])
+    diag = _check(d, "mismatch", [1], 3, "mismatched sizes", "rank 1 passed 65 float32")
+    assert diag.group == "1"
+
+
+def p2p(seq, fn, peer, count=512, state="completed", **kw):
+    return dict(entry(seq, fn=fn, count=count, state=state, peer=peer, root=peer, **kw), kind="p2p")
+
+
+def test_a_send_to_a_rank_that_never_receives(d):
+    for r in (1, 2):
+        write(d, r, [*steps(8), stuck(8, peer=0)])
+    write(d, 3, [*steps(8), stuck(8, peer=0)])
+    write(d, 0, steps(8), p2p=[p2p(0, "send", 3, count=16, state="failed", error="CollectiveTimeout: x")])
+    _check(d, "unmatched", [0, 3], 0, "rank 0 waits in send to rank 3", "rank 3 waits in all_reduce seq 8")
+
+
+def test_a_rank_that_skipped_a_collective_and_waits_in_a_receive_the_other_never_posts(d):
+    exchange = [p2p(0, "recv", 0, t=T0 + 3.5), p2p(1, "send", 0, t=T0 + 3.6)]  # after each step's last call
+    write(
+        d,
+        0,
+        [*steps(7), stuck(7, fn="all_gather_into_tensor", count=1, peer=1)],
+        p2p=[p2p(0, "send", 1, t=T0 + 3.5)],
+    )
+    write(
+        d, 1, steps(7), p2p=[*exchange, p2p(2, "recv", 0, state="failed", t=T0 + 7.5, error="PeerError: x")]
+    )
+    for r in (2, 3):
+        write(d, r, [*steps(7), stuck(7, fn="all_gather_into_tensor", count=1, peer=1)])
+    _check(d, "skipped", [1], 7, "rank 1 skipped a collective", "all_gather_into_tensor seq 7")
+
+
+def test_a_send_and_its_receive_of_different_sizes(d):
+    for r in (2, 3):
+        write(d, r, [*steps(8), stuck(8, peer=0)])
+    write(d, 0, steps(8), p2p=[p2p(0, "send", 1, count=513, state="waiting")])
+    write(d, 1, steps(8), p2p=[p2p(0, "recv", 0, state="failed", error="PeerError: x")])
+    _check(d, "mismatch", [0, 1], 0, "rank 0 sends 513 float32 to rank 1", "rank 1 receives 512 float32")
+
+
+@pytest.mark.parametrize("others", ["exit", "barrier"])
+def test_a_rank_that_hangs_in_its_own_code_after_the_last_collective(d, others):
+    barrier = [["/venv/torch/distributed/distributed_c10d.py", 10, "barrier"], ["/work/train.py", 95, "main"]]
+    for r in (0, 1, 3):  # finished, or waiting for rank 2 in torch's barrier at the end
+        write(d, r, steps(12), reason="exit" if others == "exit" else "SIGTERM", stack=barrier)
+    write(
+        d,
+        2,
+        steps(12),
+        reason="SIGTERM",
+        stack=[["/work/train.py", 28, "hang"], ["/work/train.py", 90, "main"]],
+    )
+    _check(
+        d,
+        "hang",
+        [2],
+        11,
+        "rank 2 hangs in its own code at train.py:28 in hang()",
+        "after its last collective",
+    )
+
+
+def test_a_rank_that_crashed_or_died_after_the_last_collective(d):
+    for r in (0, 1):
+        write(d, r, steps(12), reason="exit")
+    write(d, 2, steps(12), reason="exit", exit_error="RuntimeError: boom at train.py:80 in save()")
+    _check(d, "crashed", [2], 11, "rank 2 crashed after its last collective", "boom")
+    write(d, 2, steps(12), reason="exit")
+    _check(d, "died", [3], None, "rank 3 died")
+
+
+def test_a_rank_stopped_before_its_first_collective_is_a_straggler_not_dead(d):
+    for r in (0, 1, 3):
+        write(d, r, [stuck(0, peer=2)])
+    doc = dict(version=1, job="job1", rank=2, host="h", pid=1, reason="SIGTERM", time=T0 + 100)
+    doc.update(exit_error=None, stack=[["/work/train.py", 28, "load_data"]], groups=[])
+    (d / "rank2.json").write_text(json.dumps(doc))
+    _check(d, "straggler", [2], 0, "train.py:28 in load_data()", "before")
+
+
+def test_odd_dumps_never_crash_the_doctor_and_unreadable_files_are_named(d):
+    for r in (0, 1, 3):
+        write(d, r, [*steps(9), stuck(9)])
+    whole = json.dumps(json.loads((d / "rank1.json").read_text()))
+    (d / "rank2.json").write_text(whole[: len(whole) // 2])  # cut short while written
+    diag = _check(d, "unreadable", [2], 9, "rank2.json could not be read")
+    assert any("rank2.json" in n for n in diag.details)
+    (d / "rank2.json").write_text(
+        json.dumps(
+            dict(
+                rank=2,
+                job="job1",
+                groups=[dict(name="default", ranks=[0, 1, 2, 3], rank=2, entries=[{"seq": 0}, "junk"])],
+            )
+        )
+    )
+    assert doctor.diagnose(d).ranks == [2]  # fields missing from entries read as unknown
+    for r in range(4):
+        write(d, r, [])
+    assert doctor.diagnose(d).kind == "ok" and "recorded no collectives" in doctor.diagnose(d).line
+    (d / "rank0.json").write_text("[]")
+    (d / "rank1.json").write_text("")
+    diag = doctor.diagnose(d)
+    assert diag.kind == "ok" and sum("could not read" in n for n in diag.details) == 2, diag.details
+    assert doctor.table(d) == "" or isinstance(doctor.table(d), str)

@@ -53,3 +53,23 @@ def test_a_rank_slower_at_every_step_is_found_in_a_run_that_finished(tmp_path, m
     proc, diag = inject("slow", tmp_path / "flight", nproc=4, steps=8)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (diag.kind, diag.ranks) == ("straggler", [2]), diag.line
+
+
+# Faults chapter 6 does not list: fault -> (step, kind, ranks, seq, words the line must hold)
+UNLISTED = {
+    "extra": (3, "extra", [2], 14, "rank 2 issued an extra collective"),
+    "send": (3, "unmatched", [2, 3], 0, "rank 2 waits in send to rank 3"),
+    "last": (5, "skipped", [2], 23, "rank 2 skipped a collective"),
+}
+
+
+@pytest.mark.multiprocess
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("fault", list(UNLISTED))
+def test_the_doctor_names_faults_the_chapter_does_not_list(fault, tmp_path, monkeypatch):
+    monkeypatch.setenv("MYCOLLECTIVES_DEVICE", "cpu")
+    step, kind, ranks, seq, words = UNLISTED[fault]
+    proc, diag = inject(fault, tmp_path / "flight", nproc=4, step=step, timeout_s=5.0)
+    assert proc.returncode != 0, proc.stderr[-3000:]
+    assert (diag.kind, diag.ranks, diag.seq) == (kind, ranks, seq), diag.line
+    assert words in diag.line, diag.line

@@ -16,6 +16,9 @@ slow        computes 80 ms longer than the others at every step (nothing fails)
 die         is killed (``os._exit``) before the all-reduces
 crash       raises an exception in its own code before the all-reduces
 deadlock    ranks 0 and 1 both receive before they send (the pipeline exchange)
+extra       all-reduces the middle bucket twice (the mirror of skip)
+send        sends its statistic to the next rank, which never receives it
+last        skips the all-gather and exits normally (use with the run's last step)
 =========== ==================================================================
 
 Run it with torchrun (gloo on CPUs, NCCL on GPUs, the same script)::
@@ -39,6 +42,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 FAULTS = ("none", "skip", "order", "size", "dtype", "straggler", "slow", "die", "crash", "deadlock")
+FAULTS += ("extra", "send", "last")  # faults chapter 6 does not list; tests/test_faults.py runs them
 BUCKETS = (4096, 1024, 256)  # elements of the three gradient buckets
 
 
@@ -77,9 +81,14 @@ def main() -> None:
             if me and fault == "skip" and i == 1:
                 continue
             mc.all_reduce(buckets[i])
+            if me and fault == "extra" and i == 1:
+                mc.all_reduce(buckets[i])
         stat = torch.tensor([float(step)], device=env.device)
         gathered = torch.empty(env.world_size, device=env.device)
-        mc.all_gather_into_tensor(gathered, stat)
+        if not (me and fault == "last"):
+            mc.all_gather_into_tensor(gathered, stat)
+        if me and fault == "send":
+            mc.send(stat, dst=(rank + 1) % env.world_size)
         if env.world_size > 1 and rank < 2:
             _exchange(mc, torch, rank, env, deadlock=fault == "deadlock")
     log(env, f"{args.steps} steps done, fault {args.fault!r} did not stop the run")

@@ -22,17 +22,19 @@ from pathlib import Path
 
 from . import text
 from .load import Dump, load
-from .rules import Diagnosis, align, deadlock
-from .timing import healthy, straggler, unmatched
+from .p2p import deadlock, unmatched
+from .rules import Diagnosis, align
+from .timing import healthy, straggler, unfinished_rank
 
 __all__ = ["Diagnosis", "diagnose", "diagnose_dumps", "load", "table"]
 
 
 def diagnose_dumps(dumps: dict[int, Dump]) -> Diagnosis:
-    """The first rule of :mod:`.rules` that finds something, else a clean bill of health."""
+    """The first rule (:mod:`.rules` lists them) that finds something, else a clean bill of health."""
     if not dumps:
         return Diagnosis("empty", [], None, "no flight records to read")
-    for rule in (deadlock, align, unmatched, straggler):
+    rules = (deadlock, lambda d: unmatched(d, dead_peers=False), align, unmatched, unfinished_rank, straggler)
+    for rule in rules:
         found = rule(dumps)
         if found is not None:
             return found

@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+UNREADABLE = "unreadable"  # the reason of a rank whose file could not be read
+
 
 @dataclass
 class Group:
@@ -47,6 +49,7 @@ class Dump:
     exit_error: str | None  # an uncaught exception the process exited with
     groups: dict[tuple, Group]
     path: Path
+    exit_stack: list | None = None  # where the uncaught exception was raised, innermost first
 
     def blocked(self) -> tuple[Group, dict] | None:
         """The call this rank is (or was, when it failed) waiting in: (group, entry), or None."""
@@ -61,15 +64,48 @@ class Dump:
         return best
 
 
-def _read(path: Path) -> Dump | None:
+ENTRY = dict(  # what an entry holds; a field missing from an odd or older file reads as this
+    seq=-1,
+    kind="collective",
+    fn="?",
+    algorithm="",
+    dtype=None,
+    count=None,
+    root=None,
+    op=None,
+    site=None,
+    function=None,
+    state="?",
+    phase="",
+    round=-1,
+    rounds=0,
+    peer=None,
+    what=None,
+    t_posted=0.0,
+    t_started=None,
+    t_done=None,
+    error=None,
+)
+
+
+def _read(path: Path) -> Dump:
+    """Rank ``R``'s file; raises ``ValueError`` saying what is wrong with it."""
     try:
         doc = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{type(e).__name__}: {e}") from e
+    if not isinstance(doc, dict) or not isinstance(doc.get("rank"), int):
+        raise ValueError("not a flight record (no rank)")
     groups = {}
-    for g in doc.get("groups", []):
-        group = Group(g["name"], tuple(g["ranks"]), g["rank"], g.get("failure"))
-        for e in g["entries"]:
+    for g in doc.get("groups") or []:
+        try:
+            group = Group(str(g["name"]), tuple(g["ranks"]), int(g["rank"]), g.get("failure"))
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"a group without a name, ranks or rank ({e})") from e
+        for e in g.get("entries") or []:
+            if not isinstance(e, dict):
+                continue
+            e = {**ENTRY, **e}
             if e["kind"] == "p2p":
                 group.p2p.append(e)
             else:
@@ -77,14 +113,15 @@ def _read(path: Path) -> Dump | None:
         groups[group.key] = group
     return Dump(
         rank=doc["rank"],
-        job=doc["job"],
+        job=str(doc.get("job", "?")),
         host=doc.get("host", "?"),
         reason=doc.get("reason", "?"),
-        time=doc.get("time", 0.0),
+        time=doc.get("time") or 0.0,
         stack=doc.get("stack"),
         exit_error=doc.get("exit_error"),
         groups=groups,
         path=path,
+        exit_stack=doc.get("exit_stack"),
     )
 
 
@@ -110,15 +147,25 @@ def load(directory: str | Path) -> tuple[dict[int, Dump], list[str]]:
     directory = Path(directory)
     if not directory.is_dir():
         raise FileNotFoundError(f"{directory} is not a directory of flight records")
-    dumps = [d for d in map(_read, _files(directory)) if d is not None]
+    dumps, notes, bad = [], [], []
+    for path in _files(directory):
+        try:
+            dumps.append(_read(path))
+        except ValueError as e:
+            notes.append(f"could not read {path.name} (cut short while written?): {str(e)[:120]}")
+            bad.append(path)
     if not dumps:
-        return {}, [f"no flight records (rank*.json) in {directory}"]
+        return {}, [f"no {'readable ' if notes else ''}flight records (rank*.json) in {directory}", *notes]
     jobs: dict[str, list[Dump]] = {}
     for d in dumps:
         jobs.setdefault(d.job, []).append(d)
     job = max(jobs, key=lambda j: max(_latest(d) for d in jobs[j]))
-    notes = []
     if len(jobs) > 1:
         others = sorted(set(jobs) - {job})
         notes.append(f"read job {job}; ignored {sum(len(jobs[j]) for j in others)} file(s) of older job(s)")
-    return {d.rank: d for d in jobs[job]}, notes
+    out = {d.rank: d for d in jobs[job]}
+    for path in bad:  # a rank whose file is unreadable is not a rank that left none
+        r = path.stem.removeprefix("rank")
+        if r.isdigit() and int(r) not in out:
+            out[int(r)] = Dump(int(r), job, "?", UNREADABLE, 0.0, None, None, {}, path)
+    return out, notes

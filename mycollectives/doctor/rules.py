@@ -16,171 +16,48 @@
 from __future__ import annotations
 
 import statistics
-from collections import Counter
-from dataclasses import dataclass, field
 
-from . import text
-from .load import Dump, Group
+from . import calls, text
+from .absent import crossed, missing
+from .diagnosis import Diagnosis, groups, where
+from .load import UNREADABLE, Dump
 
-FIELDS = (("count", "sizes"), ("dtype", "dtypes"), ("root", "roots"), ("op", "reduce ops"))
-
-
-@dataclass
-class Diagnosis:
-    """What the doctor found: ``kind``, the ranks to blame, the sequence number, and one line."""
-
-    kind: str  # deadlock, died, crashed, skipped, order, mismatch, straggler, unmatched, stuck, ok, empty
-    ranks: list[int]
-    seq: int | None
-    line: str
-    group: str = "default"
-    details: list[str] = field(default_factory=list)
-
-
-def _groups(dumps: dict[int, Dump]) -> list[tuple[tuple, dict[int, Group]]]:
-    """Every group, with each rank's record of it (the default group first)."""
-    out: dict[tuple, dict[int, Group]] = {}
-    for rank, d in dumps.items():
-        for key, g in d.groups.items():
-            out.setdefault(key, {})[rank] = g
-    return sorted(out.items(), key=lambda kv: (kv[0][0] not in ("default", "local world"), kv[0]))
-
-
-def _where(g_name: str, multi: bool) -> str:
-    return f" in group {g_name}" if multi else ""
-
-
-def deadlock(dumps: dict[int, Dump]) -> Diagnosis | None:
-    """Rule 1: a cycle of waits with a point-to-point call in it."""
-    waits = {}
-    for r, d in dumps.items():
-        found = d.blocked()
-        if found is not None and found[1]["peer"] is not None:
-            g, e = found
-            peer = e["peer"] if e["kind"] == "p2p" else g.ranks[e["peer"]]
-            waits[r] = (peer if e["kind"] == "p2p" else peer, g, e)
-    for start in sorted(waits):
-        path, r = [], start
-        while r in waits and r not in path:
-            path.append(r)
-            r = waits[r][0]
-        if r != start or len(path) < 2 or not any(waits[x][2]["kind"] == "p2p" for x in path):
-            continue
-        parts = []
-        for x in path:
-            g, e = waits[x][1], waits[x][2]
-            if e["kind"] == "p2p":
-                parts.append(f"rank {x} waits in {text.p2p(e)}")
-            else:
-                parts.append(f"rank {x} waits in {e['fn']} seq {e['seq']} for rank {waits[x][0]}")
-        first = waits[path[0]][2]
-        line = f"deadlock between point-to-point calls: {'; '.join(parts)}; neither can go on"
-        return Diagnosis("deadlock", sorted(path), first["seq"], line)
-    return None
-
-
-def _missing(r: int, dumps: dict[int, Dump], k: int, present: list[int], g_name: str, e: dict, multi: bool):
-    """Why rank ``r`` has no record of seq ``k`` that ranks ``present`` have."""
-    call = f"seq {k} ({text.call(e)}){_where(g_name, multi)}"
-    them = text.ranks(present)
-    d = dumps.get(r)
-    if d is None:
-        return "died", (
-            f"rank {r} died: it left no flight record (killed, or stuck in native code) "
-            f"and {them} lost it at {call}"
-        )
-    last = _last_seq(d, g_name)
-    after = f"after seq {last}" if last is not None else "before its first collective"
-    if d.exit_error:
-        return "crashed", f"rank {r} crashed {after}: {d.exit_error}; {them} wait for it at {call}"
-    if d.reason == "exit":
-        return "skipped", (
-            f"rank {r} skipped a collective: it finished {after} while {them} wait for it at {call}"
-        )
-    blocked = d.blocked()
-    if blocked is not None and blocked[0].name != g_name:
-        g2, e2 = blocked
-        return "order", (
-            f"rank {r} waits in {e2['fn']} seq {e2['seq']} of group {g2.name} while {them} wait for it "
-            f"at {call}: the ranks call collectives on different groups in a different order"
-        )
-    in_dist = text.in_torch_distributed(d.stack)
-    if in_dist is not None:
-        return "skipped", (
-            f"rank {r} skipped a collective: it is past it, in torch.distributed's {in_dist[2]}(), "
-            f"while {them} wait for it at {call}"
-        )
-    here = text.user_frame(d.stack)
-    if here is not None or d.stack:
-        idle = _idle(d)
-        at = f" at {text.frame(here)}" if here else ""
-        return "straggler", (
-            f"rank {r} is a straggler: still in its own code{at}{idle} while {them} wait for it at {call}"
-        )
-    return "skipped", f"rank {r} never called {call} that {them} called; its last call was seq {last}"
-
-
-def _idle(d: Dump) -> str:
-    done = [e["t_done"] for g in d.groups.values() for e in g.collectives.values() if e["t_done"]]
-    return f", {d.time - max(done):.1f} s after its last collective" if done else ""
-
-
-def _last_seq(d: Dump, g_name: str) -> int | None:
-    for g in d.groups.values():
-        if g.name == g_name and g.collectives:
-            return max(g.collectives)
-    return None
-
-
-def _key(e: dict) -> tuple:
-    """What ranks must agree on (not the call site: ranks may call one collective from different lines)."""
-    return (e["fn"], e["count"], e["dtype"], e["root"], e["op"])
-
-
-def _next_after(history: list[dict], e: dict) -> tuple[dict | None, set]:
-    """The call that followed ``e``'s last time in ``history``, and every call of ``history``."""
-    keys = [_key(h) for h in history]
-    after = None
-    for j in range(len(keys) - 2, -1, -1):
-        if keys[j] == _key(e):
-            after = history[j + 1]
-            break
-    return after, set(keys)
+__all__ = ["Diagnosis", "align"]
 
 
 def _disagree(k: int, by_rank: dict[int, dict], history: list[dict], g_name: str, multi: bool):
-    """Different calls at seq ``k``: a skipped one, another order, or different arguments."""
-    where = _where(g_name, multi)
-    keys = Counter(_key(e) for e in by_rank.values())
-    if len(keys) == 1:
+    """Different calls at seq ``k``: each odd rank skipped one, made an extra one, called another call
+    of the loop or another collective, or passed other arguments (:mod:`.calls`)."""
+    here = where(g_name, multi)
+    if len({calls.key(e) for e in by_rank.values()}) == 1:
         return None
-    major = keys.most_common(1)[0][0]
-    odd = sorted(r for r, e in by_rank.items() if _key(e) != major)
+    right = calls.reference(by_rank, history)
+    if right is None:  # an even split, and no earlier step of the loop to tell which half is right
+        shown = "; ".join(f"rank {r} called {text.call(e)}" for r, e in sorted(by_rank.items()))
+        return Diagnosis("mismatch", sorted(by_rank), k, f"ranks disagree at seq {k}{here}: {shown}", g_name)
+    odd = sorted(r for r, e in by_rank.items() if calls.key(e) != right)
     rest = sorted(set(by_rank) - set(odd))
-    e0, x = by_rank[rest[0]], by_rank[odd[0]]
-    after, seen = _next_after([*history, e0], e0)
-    expected = f"{text.ranks(rest)} called {text.call(e0)}"
-    if after is not None and _key(after) == _key(x) and len(odd) == 1:
+    e0 = by_rank[rest[0]]
+    found = {r: calls.verdict(by_rank[r], e0, history) for r in odd}
+    fields = {calls.field_of(by_rank[r], e0) for r in odd}
+    if {v[0] for v in found.values()} == {"mismatch"} and len(fields) == 1 and None not in fields:
+        (f,) = fields  # one argument differs: name it, and what each side passed
+        passed = "; ".join(f"rank {r} passed {calls.show(by_rank[r], f)}" for r in odd)
+        what = dict(calls.FIELDS)[f]
         line = (
-            f"rank {odd[0]} skipped a collective (or moved it later): at seq {k}{where} {expected}, "
-            f"and rank {odd[0]} called {text.call(x)}, the call that comes next"
+            f"mismatched {what} at seq {k} ({e0['fn']} at {text.site(e0)}){here}: {passed}, "
+            f"{text.ranks(rest)} passed {calls.show(e0, f)}"
         )
-        return Diagnosis("skipped", odd, k, line, g_name)
-    if _key(x) in seen or x["fn"] != e0["fn"]:
-        calls = "; ".join(f"rank {r} called {text.call(by_rank[r])}" for r in odd)
-        known = "" if _key(x) in seen else " (a call the others do not make here)"
-        line = f"ranks issued collectives in a different order: at seq {k}{where} {calls}{known}, where {expected}"
-        return Diagnosis("order", odd, k, line, g_name)
-    for field_, what in FIELDS:
-        if str(x[field_]) != str(e0[field_]):
-            show = text.size if field_ in ("count", "dtype") else (lambda e, f=field_: f"{f} {e[f]}")
-            passed = "; ".join(f"rank {r} passed {show(by_rank[r])}" for r in odd)
-            line = (
-                f"mismatched {what} at seq {k} ({e0['fn']} at {text.site(e0)}){where}: {passed}, "
-                f"{text.ranks(rest)} passed {show(e0)}"
-            )
-            return Diagnosis("mismatch", odd, k, line, g_name)
-    return None
+        return Diagnosis("mismatch", odd, k, line, g_name)
+    kinds, did = {v[0] for v in found.values()}, {v[1] for v in found.values()}
+    if len(did) == 1:
+        kind, head = kinds.pop(), f"{text.ranks(odd)} {did.pop()}"
+        parts = "; ".join(f"rank {r} {v[2]}" for r, v in found.items())
+    else:
+        kind, head = "several", f"{text.ranks(odd)} went wrong in different ways"
+        parts = "; ".join(f"rank {r} {v[1]}: it {v[2]}" for r, v in found.items())
+    line = f"{head}: at seq {k}{here} {text.ranks(rest)} called {text.call(e0)}, and {parts}"
+    return Diagnosis(kind, odd, k, line, g_name)
 
 
 def _late(k: int, by_rank: dict[int, dict], dumps, g_name: str, multi: bool) -> Diagnosis | None:
@@ -189,7 +66,7 @@ def _late(k: int, by_rank: dict[int, dict], dumps, g_name: str, multi: bool) -> 
     if not failed:
         return None
     e0 = next(iter(by_rank.values()))
-    call = f"seq {k} ({text.call(e0)}){_where(g_name, multi)}"
+    call = f"seq {k} ({text.call(e0)}){where(g_name, multi)}"
     posted = {r: e["t_posted"] for r, e in by_rank.items()}
     last = max(posted, key=posted.get)
     others = [t for r, t in posted.items() if r != last]
@@ -213,51 +90,69 @@ def _late(k: int, by_rank: dict[int, dict], dumps, g_name: str, multi: bool) -> 
 
 def align(dumps: dict[int, Dump]) -> Diagnosis | None:
     """Rule 2: the first sequence number at which the ranks' records part."""
-    groups = _groups(dumps)
-    multi = len(groups) > 1
+    every = groups(dumps)
+    multi = len(every) > 1
     found = []
-    for (name, members), by_rank in groups:
-        absent = [r for r in members if r not in dumps]  # no record at all: known only by the others
+    for (name, members), by_rank in every:
+        absent = [
+            r for r in members if r not in dumps or dumps[r].reason == UNREADABLE
+        ]  # known by the others
         seqs = [g.collectives for g in by_rank.values() if g.collectives]
         if not seqs:
             continue
         start, stop = max(min(c) for c in seqs), max(max(c) for c in seqs)
         for k in range(start, stop + 1):
             have = {r: g.collectives[k] for r, g in by_rank.items() if k in g.collectives}
-            lacking = [r for r in by_rank if r not in have]
+            lacking = [r for r in members if r not in have and r not in absent]  # its record lacks k
             if not have:
                 continue
             e = next(iter(have.values()))
-            if lacking and len(lacking) > len(have):  # the odd ones are those that called it
+            ref = by_rank[next(iter(have))]
+            history = [ref.collectives[j] for j in range(start, k) if j in ref.collectives]
+            if lacking and _extra(have, lacking, history, dumps):
                 line = (
-                    f"{text.ranks(have)} called {text.call(e)} at seq {k}{_where(name, multi)}, "
-                    f"which {text.ranks(lacking)} never called (a call the others skip, or an extra one)"
+                    f"{text.ranks(have)} issued an extra collective: {text.call(e)} at seq {k}"
+                    f"{where(name, multi)}, which {text.ranks(lacking)} never called"
                 )
-                found.append(Diagnosis("order", sorted(have), k, line, name))
+                found.append(Diagnosis("extra", sorted(have), k, line, name))
                 break
             if lacking:
                 worst = None
-                for r in lacking:
-                    kind, line = _missing(r, dumps, k, sorted(have), name, e, multi)
-                    if worst is None or kind == "died":
-                        worst = Diagnosis(kind, [r], k, line, name)
-                    elif worst.kind == kind:
+                for r in [*lacking, *absent]:  # a dead rank is the likelier cause
+                    diag = missing(r, dumps, k, sorted(have), name, e, multi)
+                    if worst is None or (diag.kind == "died" and worst.kind != "died"):
+                        worst = diag
+                    elif worst.kind == diag.kind:
                         worst.ranks.append(r)
                 found.append(worst)
                 break
-            ref = by_rank[next(iter(have))]
-            history = [ref.collectives[j] for j in range(start, k) if j in ref.collectives]
             diag = _disagree(k, have, history, name, multi)
             if diag is None and absent and any(x["state"] != "completed" for x in have.values()):
-                kind, line = _missing(absent[0], dumps, k, sorted(have), name, e, multi)
-                diag = Diagnosis(kind, absent, k, line, name)
+                diag = missing(absent[0], dumps, k, sorted(have), name, e, multi)
+                diag.ranks = absent
             diag = diag or _late(k, have, dumps, name, multi)
             if diag is not None:
                 found.append(diag)
                 break
     if not found:
         return None
-    return min(found, key=lambda d: _when(d, dumps))
+    real = [d for d in found if d.waits_in is None]  # not just "waits in another group"
+    if not real:
+        return crossed(found, dumps) or min(found, key=lambda d: _when(d, dumps))
+    waited_on = [d for d in real if any(x.waits_in and x.waits_in[0] == d.group for x in found)]
+    return min(waited_on or real, key=lambda d: _when(d, dumps))
+
+
+def _extra(have: dict, lacking: list[int], history: list[dict], dumps: dict[int, Dump]) -> bool:
+    """Whether the ranks that made this call made one too many (rather than the others skipping it):
+    they are fewer, or as many and the call is not the loop's next while the others have finished."""
+    if len(lacking) > len(have):
+        return True
+    nxt = calls.expected(history)
+    done = all(r in dumps and dumps[r].reason == "exit" and not dumps[r].exit_error for r in lacking)
+    return (
+        len(lacking) == len(have) and done and nxt is not None and nxt != calls.key(next(iter(have.values())))
+    )
 
 
 def _when(d: Diagnosis, dumps) -> float:

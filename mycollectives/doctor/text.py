@@ -62,7 +62,7 @@ def in_torch_distributed(stack: list | None) -> tuple[str, int, str] | None:
     """The outermost frame inside ``torch.distributed`` that the main thread is in, if any."""
     hit = None
     for file, line, func in stack or []:
-        if f"{os.sep}torch{os.sep}distributed{os.sep}" in file:
+        if f"{os.sep}torch{os.sep}distributed{os.sep}" in file and func != "wrapper":  # not a decorator
             hit = (file, line, func)
     return hit
 

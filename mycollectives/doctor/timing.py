@@ -1,4 +1,4 @@
-"""Rules 3 and 4 of :mod:`.rules`: an unmatched point-to-point call, and a straggler in a run that finished.
+"""Rules 4 and 5 of :mod:`.rules`: a rank that did not finish, and a straggler in a run that finished.
 
 A straggler that does not hang the job shows in the timestamps: at each
 collective it is the last rank to arrive, and the others wait for it. Times
@@ -13,32 +13,52 @@ import statistics
 from collections import Counter
 
 from . import text
-from .load import Dump
-from .rules import Diagnosis, _groups
+from .diagnosis import Diagnosis, groups, unfinished
+from .load import UNREADABLE, Dump
 
 WINDOW = 50  # the last collectives judged
 MIN_LAG_S = 0.02
 
 
-def unmatched(dumps: dict[int, Dump]) -> Diagnosis | None:
-    """Rule 3: a rank blocked in a send or receive whose peer is elsewhere."""
-    for r, d in sorted(dumps.items()):
-        found = d.blocked()
-        if found is None or found[1]["kind"] != "p2p":
+def unfinished_rank(dumps: dict[int, Dump]) -> Diagnosis | None:
+    """Rule 4: every call the ranks share completed, some ranks finished, and one did not: it hangs in
+    its own code (a signal stopped it there), crashed after its last collective, or died (no record)."""
+    finished = sorted(r for r, d in dumps.items() if _past(d))
+    if not finished:
+        return None
+    them = f"while {text.ranks(finished)} finished their collectives"
+    for r in sorted({r for (_, m), _ in groups(dumps) for r in m} | set(dumps)):
+        d = dumps.get(r)
+        if d is None:
+            return Diagnosis("died", [r], None, f"rank {r} died: it left no flight record (killed?) {them}")
+        if r in finished or d.reason == UNREADABLE or unfinished(d) is not None:
             continue
-        e = found[1]
-        q = e["peer"]
-        peer = dumps.get(q)
-        if peer is None:
-            state = "left no flight record (it died)"
-        elif peer.reason == "exit":
-            state = "finished without matching it"
-        else:
-            here = text.user_frame(peer.stack)
-            state = f"is at {text.frame(here)}" if here else "never posted the matching call"
-        line = f"rank {r} waits in {text.p2p(e)}, which rank {q} never matched: rank {q} {state}"
-        return Diagnosis("unmatched", [r, q], e["seq"], line, found[0].name)
+        last = max(
+            ((e["t_posted"], g.name, k) for g in d.groups.values() for k, e in g.collectives.items()),
+            default=None,
+        )
+        seq, group = (last[2], last[1]) if last else (None, "default")
+        after = "before its first collective"
+        if last:
+            after = (
+                f"after its last collective (seq {seq}{'' if group == 'default' else ' of group ' + group})"
+            )
+        if d.exit_error:
+            line = f"rank {r} crashed {after}: {d.exit_error.splitlines()[0]}; {them}"
+            return Diagnosis("crashed", [r], seq, line, group)
+        here = text.user_frame(d.stack)
+        at = f" at {text.frame(here)}" if here else ""
+        line = f"rank {r} hangs in its own code{at}, {after}, {them} (it was stopped by {d.reason})"
+        return Diagnosis("hang", [r], seq, line, group)
     return None
+
+
+def _past(d: Dump) -> bool:
+    """Whether rank ``d`` is done with its collectives: it exited, or waits in torch.distributed's own
+    code (a barrier at the end, say) with no call of the package unfinished."""
+    if d.reason == "exit":
+        return not d.exit_error
+    return unfinished(d) is None and text.in_torch_distributed(d.stack) is not None
 
 
 def straggler(dumps: dict[int, Dump]) -> Diagnosis | None:
@@ -49,7 +69,7 @@ def straggler(dumps: dict[int, Dump]) -> Diagnosis | None:
     of that waiting, late by at least ``MIN_LAG_S`` at three or more
     collectives and at least twice as often as any other rank.
     """
-    for (name, members), by_rank in _groups(dumps):
+    for (name, members), by_rank in groups(dumps):
         if len(by_rank) < 2 or set(by_rank) != set(members):
             continue
         common = set.intersection(*(set(g.collectives) for g in by_rank.values()))
@@ -83,10 +103,13 @@ def straggler(dumps: dict[int, Dump]) -> Diagnosis | None:
 def healthy(dumps: dict[int, Dump]) -> Diagnosis:
     """Nothing found: say what was checked."""
     parts = []
-    for (name, _), by_rank in _groups(dumps):
+    for (name, _), by_rank in groups(dumps):
         n = [len(g.collectives) for g in by_rank.values()]
         last = max((max(g.collectives) for g in by_rank.values() if g.collectives), default=-1)
-        parts.append(f"group {name}: {text.ranks(by_rank)} agree on seq 0-{last} ({max(n, default=0)} kept)")
-    missing = sorted({r for (_, members), _ in _groups(dumps) for r in members} - set(dumps))
+        seqs = f"agree on seq 0-{last} ({max(n, default=0)} kept)" if last >= 0 else "recorded no collectives"
+        parts.append(f"group {name}: {text.ranks(by_rank)} {seqs}")
+    if not parts:
+        parts.append(f"{text.ranks(dumps)} recorded no collectives")
+    missing = sorted({r for (_, members), _ in groups(dumps) for r in members} - set(dumps))
     gone = f"; no record from {text.ranks(missing)}" if missing else ""
     return Diagnosis("ok", [], None, f"no fault found: {'; '.join(parts)}{gone}")

@@ -319,3 +319,9 @@ def snapshot(transport) -> list[dict]:
     from .files import entry_dict
 
     return [entry_dict(e) for e in list(recorder(transport).ring)]
+
+
+if _size and os.environ.get("TORCHELASTIC_RUN_ID"):  # under torchrun: a rank stopped before its first
+    from .files import arm  # collective still writes where it was (SIGTERM), as a record with no calls
+
+    arm()

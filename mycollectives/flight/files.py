@@ -14,7 +14,9 @@ set) its ranks are also written when they exit, and on ``SIGTERM`` (which
 did not fail say where they were: a straggler still computing, a rank that
 went past a collective the others wait in. A process that is killed
 (``SIGKILL``, ``os._exit``) writes nothing: that absence is how the doctor
-tells a rank that died. Signal handlers run in the main thread between
+tells a rank that died. A rank stopped or crashing before its first
+collective writes a record with no calls (the package arms its handlers on
+import under ``torchrun``), so that it is not taken for dead. Signal handlers run in the main thread between
 Python bytecodes, so a rank blocked inside native code writes its record
 when that code returns.
 """
@@ -43,6 +45,7 @@ VERSION = 1
 _lock = threading.RLock()
 _armed = False
 _exit_error: str | None = None
+_exit_stack: list[list] | None = None  # where the uncaught exception was raised, innermost frame first
 
 
 def flight_dir(job: str | None = None) -> Path:
@@ -135,8 +138,10 @@ def dump(
         keep = {j for _, j in newest.values()}
         owners = {k: v for k, v in owners.items() if k[0] in keep}
         where, now = None, time.time()
+        if not owners and _before_first_call(reason):
+            owners = {(job or job_id(), int(os.environ["RANK"])): []}
         for (j, owner), recs in sorted(owners.items()):
-            local = all(r.kind == "LocalTransport" for r in recs)
+            local = bool(recs) and all(r.kind == "LocalTransport" for r in recs)
             doc = dict(
                 version=VERSION,
                 job=j,
@@ -146,6 +151,7 @@ def dump(
                 reason=reason,
                 time=now,
                 exit_error=_exit_error,
+                exit_stack=_exit_stack,
                 stack=None if local else _main_stack(),
                 groups=[
                     dict(
@@ -167,6 +173,12 @@ def dump(
             os.replace(tmp, d / f"rank{owner}.json")
             where = d
         return where
+
+
+def _before_first_call(reason: str) -> bool:
+    """A launched rank stopped or crashing before its first collective still says where it was."""
+    launched = bool(os.environ.get("TORCHELASTIC_RUN_ID") or os.environ.get(ENV_DIR))
+    return launched and os.environ.get("RANK", "").isdigit() and (reason != "exit" or _exit_error is not None)
 
 
 def annotate(err: BaseException, where: Path) -> None:
@@ -242,10 +254,13 @@ def _hook_excepthook() -> None:
     previous = sys.excepthook
 
     def hook(kind, value, tb):
-        global _exit_error
-        where = traceback.extract_tb(tb)[-1] if tb is not None else None
+        global _exit_error, _exit_stack
+        frames = traceback.extract_tb(tb) if tb is not None else []
+        where = frames[-1] if frames else None
         at = f" at {Path(where.filename).name}:{where.lineno} in {where.name}()" if where else ""
-        _exit_error = f"{kind.__name__}: {value}"[:400] + at
+        message = str(value).split("\n  flight record:")[0]  # not the note that points here
+        _exit_error = f"{kind.__name__}: {message}"[:400] + at
+        _exit_stack = [[f.filename, f.lineno, f.name] for f in reversed(frames[-40:])]
         previous(kind, value, tb)
 
     sys.excepthook = hook
