@@ -99,7 +99,8 @@ class Entry:
         self.rounds, self.round = rounds, -1
 
 
-NOBODY = Entry(-1, ("none", "", "", None, None, None, None), None)  # what schedules outside a call write to
+#: The entry that schedules run outside a call write to (no rank's record keeps it).
+NOBODY = Entry(-1, ("none", "", "", None, None, None, None), None)
 
 
 class Recorder:
@@ -260,6 +261,7 @@ def waiting(entry: Entry | None) -> None:
 
 
 def done(entry: Entry | None) -> None:
+    """Mark ``entry`` completed (a point-to-point call, when it is waited on)."""
     if entry is not None:
         entry.state, entry.t_done = COMPLETED, time.time()
 
