@@ -12,7 +12,7 @@ the ranks' records by sequence number, group by group; the package's
 records also say which round of which schedule each rank was in and whom it
 waited on, and what the ranks that did not fail were doing, which is how it
 tells a rank that died from one that skipped a collective or is still
-computing. :func:`diagnose` returns a :class:`~.rules.Diagnosis`; the rules
+computing. :func:`diagnose` returns a :class:`~mycollectives.doctor.diagnosis.Diagnosis`; the rules
 and their order are in :mod:`.rules` and :mod:`.timing`.
 """
 
