@@ -44,7 +44,8 @@ CHANNELS = 16  # rows of the signal pad
 MAX_RANKS = 256
 MAILBOX = 1024  # int64 words after the signal rows: a rank's word to its peers (the argument check's)
 PAD_BYTES = (CHANNELS * MAX_RANKS + MAILBOX + 8) * 8  # and a word that says "asleep: wake me"
-SPIN_S = 50e-6  # how long a waiter polls its pad before it sleeps on its pipe
+SPIN_S = 50e-6  # how long a waiter polls its pad before it polls between yields
+YIELD_S = 1e-3  # how long it polls, yielding its core between looks, before it sleeps on its pipe
 NAP_S = 0.002  # the longest a sleeper goes without looking at its pad (see _await)
 ALIGN = 4096
 
@@ -279,8 +280,10 @@ class SymmetricMemory:
 
     def _await(self, channel: int, sources: list[int], timeout: float | None) -> None:
         """Poll the pad for ``SPIN_S`` (a peer a moment behind costs no system
-        call, on either side), then sleep on the wake-up pipe with the
-        "asleep" word raised, so that signallers know to write to it. A
+        call, on either side), then until ``YIELD_S`` poll with a
+        ``sched_yield`` between looks (a peer that shares this core runs at
+        once, as MPICH's polling yields), then sleep on the wake-up pipe with
+        the "asleep" word raised, so that signallers know to write to it. A
         signaller may read that word just before the sleeper raises it (the
         processor may reorder a store and a later load); the sleeper then finds
         the flag on its next look, at most ``NAP_S`` later, never a hang."""
@@ -300,6 +303,10 @@ class SymmetricMemory:
 
         start = time.perf_counter()
         while time.perf_counter() - start < SPIN_S:
+            if met():
+                return
+        while time.perf_counter() - start < YIELD_S:
+            os.sched_yield()
             if met():
                 return
         deadline = time.monotonic() + (timeout or self.timeout)
