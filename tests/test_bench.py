@@ -497,6 +497,7 @@ def test_mpi_ratio_table_reads_recorded_runs(tmp_path):
                     "collective": "all_reduce",
                     "size": 1 << 16,
                     "busbw": {"mpi": 2.0, "gloo": 1.0, "ours": ours},
+                    "times_s": {"mpi": [3e-5, 1e-5, 2e-5], "gloo": [1e-3] * 3, "ours": [5e-5, 4e-5, 6e-5]},
                 }
             ],
         }
@@ -507,6 +508,13 @@ def test_mpi_ratio_table_reads_recorded_runs(tmp_path):
     assert "all_reduce (p=2)" in table and "1.50x" in table and "0.50x" in table and "9.5 GB/s" in table
     assert format_size(1 << 16) == "64K" and format_size(3 << 20) == "3M" and format_size(1000) == "1000"
     assert "no recorded runs" in ratio_table([])
+    from mycollectives.bench.mpi import bounds, call_us
+
+    assert call_us(runs[0], "all_reduce", 1 << 16) == pytest.approx({"mpi": 20.0, "gloo": 1000.0, "ours": 50.0})
+    lines = bounds(runs).splitlines()
+    assert lines[0].startswith("all_reduce, p=2: 64K in 50 us (MPICH 20, gloo 1000)") and "32% of one core" in lines[0]
+    with pytest.raises(KeyError, match="no broadcast"):
+        call_us(runs[0], "broadcast", 1 << 16)
 
 
 def test_local_timing_gives_bench_results_and_a_model_can_be_judged_on_them():

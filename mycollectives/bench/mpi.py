@@ -46,3 +46,27 @@ def ratio_table(runs: list[dict], column: str = "ours/mpi") -> str:
         f"{m.get('cpu', 'cpu')}, {m.get('mpi', 'MPI')}; one core copies {m.get('copy_gbs', float('nan')):.1f} GB/s"
     )
     return "\n".join(lines)
+
+
+def call_us(run: dict, collective: str, size: int) -> dict[str, float]:
+    """Microseconds per call of each implementation (the slowest rank's median) at ``size``."""
+    for r in run["results"]:
+        if r["collective"] == collective and r["size"] == size:
+            return {impl: 1e6 * sorted(t)[len(t) // 2] for impl, t in r["times_s"].items()}
+    raise KeyError(f"no {collective} of {size} bytes in the run on {run['machine']['world_size']} ranks")
+
+
+def bounds(runs: list[dict], collective: str = "all_reduce") -> str:
+    """What bounds each end: the time of a call at the smallest size, and at the
+    largest the busbw against one core's copy bandwidth (measured in the same job)."""
+    lines = []
+    for run in runs:
+        p, gbs = run["machine"]["world_size"], run["machine"]["copy_gbs"]
+        sizes = sorted(r["size"] for r in run["results"] if r["collective"] == collective)
+        small, large = call_us(run, collective, sizes[0]), ratios(run)[collective, sizes[-1]]
+        lines.append(
+            f"{collective}, p={p}: {format_size(sizes[0])} in {small['ours']:.0f} us (MPICH {small['mpi']:.0f}, "
+            f"gloo {small['gloo']:.0f}); {format_size(sizes[-1])} at {large['ours']:.2f} GB/s busbw, "
+            f"{large['ours'] / gbs:.0%} of one core's {gbs:.1f} GB/s copy"
+        )
+    return "\n".join(lines)
