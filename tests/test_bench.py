@@ -505,14 +505,19 @@ def test_mpi_ratio_table_reads_recorded_runs(tmp_path):
     runs = load_runs(tmp_path)
     assert [r["machine"]["world_size"] for r in runs] == [2, 4]
     table = ratio_table(runs)
-    assert "all_reduce (p=2)" in table and "1.50x" in table and "0.50x" in table and "9.5 GB/s" in table
+    assert "all_reduce (p=2)" in table and "1.50x" in table and "0.50x" in table and "9.5 GB/s (p=2)" in table
     assert format_size(1 << 16) == "64K" and format_size(3 << 20) == "3M" and format_size(1000) == "1000"
     assert "no recorded runs" in ratio_table([])
     from mycollectives.bench.mpi import bounds, call_us
 
-    assert call_us(runs[0], "all_reduce", 1 << 16) == pytest.approx({"mpi": 20.0, "gloo": 1000.0, "ours": 50.0})
+    assert call_us(runs[0], "all_reduce", 1 << 16) == pytest.approx(
+        {"mpi": 20.0, "gloo": 1000.0, "ours": 50.0}
+    )
     lines = bounds(runs).splitlines()
-    assert lines[0].startswith("all_reduce, p=2: 64K in 50 us (MPICH 20, gloo 1000)") and "32% of one core" in lines[0]
+    assert (
+        lines[0].startswith("all_reduce, p=2: 64K in 50 us (MPICH 20, gloo 1000)")
+        and "32% of one core" in lines[1]
+    )
     with pytest.raises(KeyError, match="no broadcast"):
         call_us(runs[0], "broadcast", 1 << 16)
 

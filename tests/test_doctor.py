@@ -419,3 +419,12 @@ def test_odd_dumps_never_crash_the_doctor_and_unreadable_files_are_named(d):
     diag = doctor.diagnose(d)
     assert diag.kind == "ok" and sum("could not read" in n for n in diag.details) == 2, diag.details
     assert doctor.table(d) == "" or isinstance(doctor.table(d), str)
+
+
+def test_a_dead_rank_is_named_before_an_exchange_it_cut_short(d):
+    # rank 2 died before step 3's all-reduces; torchrun then stopped the others: rank 0 in a send
+    # to rank 1, which was still in its own code when it was stopped
+    write(d, 0, steps(8), p2p=[p2p(2, "send", 1, state="posted", t=T0 + 7.5)], reason="SIGTERM")
+    write(d, 1, steps(8), reason="SIGTERM", stack=[["/work/train.py", 50, "step"]])
+    write(d, 3, [*steps(8), stuck(8, peer=2, error="PeerError: connection closed")])
+    _check(d, "died", [2], 8, "rank 2 died")

@@ -48,7 +48,7 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory) -> str:
-    """A JupyterLab server over the repository, configured as ``make lab`` configures it."""
+    """A JupyterLab server over a copy of the page, configured as ``make lab`` configures it."""
     try:
         import jupyterlab  # noqa: F401
         import jupytext  # noqa: F401
@@ -59,10 +59,13 @@ def lab(tmp_path_factory) -> str:
     if not settings.exists() or json.loads(settings.read_text()) != wanted:
         _unavailable(f"{settings} is not tools/lab_settings.json: run make lab once")
     home = tmp_path_factory.mktemp("jupyter")
+    book = home / "book"  # a copy of the page: the lab saves what the test types, never into the repository
+    (book / Path(PAGE).parent).mkdir(parents=True)
+    shutil.copy(ROOT / PAGE, book / PAGE)
     env = dict(os.environ, JUPYTER_CONFIG_DIR=str(home / "config"), JUPYTER_RUNTIME_DIR=str(home / "runtime"))
     port = _free_port()
     cmd = [str(JUPYTER), "lab", "--no-browser", f"--port={port}", "--IdentityProvider.token=live"]
-    cmd += [f"--notebook-dir={ROOT}", "--allow-root", "--ServerApp.open_browser=False"]
+    cmd += [f"--notebook-dir={book}", "--allow-root", "--ServerApp.open_browser=False"]
     log = open(home / "lab.log", "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 120
@@ -102,13 +105,16 @@ def test_a_page_opens_as_a_notebook_and_the_step_through_widget_works(lab: str):
             page.goto(f"{lab}/lab/tree/{PAGE}?token=live", timeout=120_000)
             page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=180_000)
             # a markdown page opened as a notebook: its code cells are there
-            assert page.locator(".jp-Notebook .jp-CodeCell").count() > 5
+            page.wait_for_function(
+                "document.querySelectorAll('.jp-Notebook .jp-CodeCell').length > 5", timeout=60_000
+            )
             page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=180_000)
             page.locator(".jp-Notebook .jp-Cell").first.click()
             page.keyboard.press("Escape")
             page.keyboard.press("a")  # a new cell above the first
             page.keyboard.press("Enter")
             page.keyboard.type(CELL)
+            page.keyboard.press("Escape")  # command mode: no completer or tooltip takes the key
             page.keyboard.press("Shift+Enter")
             slider = page.locator(".widget-slider").first
             slider.wait_for(timeout=180_000)

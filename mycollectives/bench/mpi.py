@@ -42,9 +42,12 @@ def ratio_table(runs: list[dict], column: str = "ours/mpi") -> str:
             shown = " ".join(f"{c:7.2f}x" if c is not None else f"{'':>8s}" for c in cells)
             lines.append(f"{collective + f' (p={p})':>28s} {shown}")
     m = runs[0]["machine"]
-    lines.append(
-        f"{m.get('cpu', 'cpu')}, {m.get('mpi', 'MPI')}; one core copies {m.get('copy_gbs', float('nan')):.1f} GB/s"
+    lines.append(f"{m.get('cpu', 'cpu')}, {' '.join(str(m.get('mpi', 'MPI')).split())}")
+    copies = (
+        f"{r['machine'].get('copy_gbs', float('nan')):.1f} GB/s (p={r['machine']['world_size']})"
+        for r in runs
     )
+    lines.append("one core copies " + ", ".join(copies))
     return "\n".join(lines)
 
 
@@ -66,7 +69,7 @@ def bounds(runs: list[dict], collective: str = "all_reduce") -> str:
         small, large = call_us(run, collective, sizes[0]), ratios(run)[collective, sizes[-1]]
         lines.append(
             f"{collective}, p={p}: {format_size(sizes[0])} in {small['ours']:.0f} us (MPICH {small['mpi']:.0f}, "
-            f"gloo {small['gloo']:.0f}); {format_size(sizes[-1])} at {large['ours']:.2f} GB/s busbw, "
+            f"gloo {small['gloo']:.0f});\n    {format_size(sizes[-1])} at {large['ours']:.2f} GB/s busbw, "
             f"{large['ours'] / gbs:.0%} of one core's {gbs:.1f} GB/s copy"
         )
     return "\n".join(lines)

@@ -33,7 +33,18 @@ def diagnose_dumps(dumps: dict[int, Dump]) -> Diagnosis:
     """The first rule (:mod:`.rules` lists them) that finds something, else a clean bill of health."""
     if not dumps:
         return Diagnosis("empty", [], None, "no flight records to read")
-    rules = (deadlock, lambda d: unmatched(d, dead_peers=False), align, unmatched, unfinished_rank, straggler)
+    named = {r for d in dumps.values() for g in d.groups.values() for r in g.ranks}
+    if named - dumps.keys():  # a rank left no record (it died): a peer it stranded mid-exchange is no clue
+        rules = (deadlock, align, unmatched, unfinished_rank, straggler)
+    else:
+        rules = (
+            deadlock,
+            lambda d: unmatched(d, dead_peers=False),
+            align,
+            unmatched,
+            unfinished_rank,
+            straggler,
+        )
     for rule in rules:
         found = rule(dumps)
         if found is not None:

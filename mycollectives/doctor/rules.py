@@ -146,13 +146,12 @@ def align(dumps: dict[int, Dump]) -> Diagnosis | None:
 def _extra(have: dict, lacking: list[int], history: list[dict], dumps: dict[int, Dump]) -> bool:
     """Whether the ranks that made this call made one too many (rather than the others skipping it):
     they are fewer, or as many and the call is not the loop's next while the others have finished."""
-    if len(lacking) > len(have):
-        return True
     nxt = calls.expected(history)
     done = all(r in dumps and dumps[r].reason == "exit" and not dumps[r].exit_error for r in lacking)
-    return (
-        len(lacking) == len(have) and done and nxt is not None and nxt != calls.key(next(iter(have.values())))
-    )
+    is_next = nxt is not None and nxt == calls.key(next(iter(have.values())))
+    if len(lacking) > len(have):  # unless it is the loop's next call and the others were stopped short of it
+        return done or not is_next
+    return len(lacking) == len(have) and done and nxt is not None and not is_next
 
 
 def _when(d: Diagnosis, dumps) -> float:
