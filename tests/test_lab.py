@@ -109,6 +109,12 @@ def test_a_page_opens_as_a_notebook_and_the_step_through_widget_works(lab: str):
                 "document.querySelectorAll('.jp-Notebook .jp-CodeCell').length > 5", timeout=60_000
             )
             page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=180_000)
+            # the status bar says "| Idle" once the page's own connection to the kernel has heard from it
+            # (a cell run before that is dropped, not queued)
+            page.wait_for_function(
+                "(document.querySelector('#jp-main-statusbar') || {innerText: ''}).innerText.includes('| Idle')",
+                timeout=180_000,
+            )
             page.locator(".jp-Notebook .jp-Cell").first.click()
             page.keyboard.press("Escape")
             page.keyboard.press("a")  # a new cell above the first
