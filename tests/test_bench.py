@@ -508,6 +508,7 @@ def test_mpi_ratio_table_reads_recorded_runs(tmp_path):
     assert "all_reduce (p=2)" in table and "1.50x" in table and "0.50x" in table and "9.5 GB/s (p=2)" in table
     assert format_size(1 << 16) == "64K" and format_size(3 << 20) == "3M" and format_size(1000) == "1000"
     assert "no recorded runs" in ratio_table([])
+    assert "test cpu" not in ratio_table(runs, "ours/gloo", machine=False)
     from mycollectives.bench.mpi import bounds, call_us
 
     assert call_us(runs[0], "all_reduce", 1 << 16) == pytest.approx(

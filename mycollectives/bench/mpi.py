@@ -28,8 +28,9 @@ def ratios(run: dict) -> dict[tuple[str, int], dict[str, float]]:
     return out
 
 
-def ratio_table(runs: list[dict], column: str = "ours/mpi") -> str:
-    """A text table: rows (collective, world size), columns sizes, cells the ratio."""
+def ratio_table(runs: list[dict], column: str = "ours/mpi", machine: bool = True) -> str:
+    """A text table: rows (collective, world size), columns sizes, cells the ratio; then,
+    with ``machine``, the CPU, the MPI library and each run's copy bandwidth."""
     if not runs:
         return "no recorded runs (run benchmarks/vs_mpi.py under mpiexec)"
     sizes = sorted({r["size"] for run in runs for r in run["results"]})
@@ -41,6 +42,8 @@ def ratio_table(runs: list[dict], column: str = "ours/mpi") -> str:
             cells = [table.get((collective, s), {}).get(column) for s in sizes]
             shown = " ".join(f"{c:7.2f}x" if c is not None else f"{'':>8s}" for c in cells)
             lines.append(f"{collective + f' (p={p})':>28s} {shown}")
+    if not machine:
+        return "\n".join(lines)
     m = runs[0]["machine"]
     lines.append(f"{m.get('cpu', 'cpu')}, {' '.join(str(m.get('mpi', 'MPI')).split())}")
     copies = (
