@@ -19,3 +19,41 @@ class Pool(GlooPool):
         """Run ``module.name(rank, *args)`` on every rank; ``[(status, value)]`` in rank order."""
         fn = getattr(importlib.import_module(module), name)
         return super().run(fn, *args, timeout=timeout, ranks=ranks)
+
+
+class Pools:
+    """The pools of one test module, all running ``module``'s tasks; one alive at a
+    time (two cores): asking for world size ``p`` closes the others."""
+
+    def __init__(self, module: str):
+        self.module = module
+        self._pools: dict[int, Pool] = {}
+
+    def __call__(self, p: int) -> Pool:
+        for q in [q for q in self._pools if q != p]:
+            self._pools.pop(q).close()
+        if p not in self._pools or not self._pools[p].alive():
+            self._pools[p] = Pool(p)
+        return self._pools[p]
+
+    def run(self, p: int, name: str, *args, timeout: float = 120, ranks=None) -> list:
+        """``[(status, value)]`` of task ``name`` on every rank of world size ``p``."""
+        return self(p).run(self.module, name, *args, timeout=timeout, ranks=ranks)
+
+    def everywhere(self, p: int, name: str, *args, timeout: float = 120) -> list:
+        """Every rank's value of task ``name``; fails naming each rank whose task raised."""
+        out = self.run(p, name, *args, timeout=timeout)
+        errors = [f"rank {r}: {v}" for r, (status, v) in enumerate(out) if status != "ok"]
+        assert not errors, "\n".join(errors)
+        return [v for _, v in out]
+
+    def kill(self, p: int) -> None:
+        """Kill world size ``p``'s pool (a task left its group broken); the next call starts afresh."""
+        pool = self._pools.pop(p, None)
+        if pool is not None:
+            pool.kill()
+
+    def close(self) -> None:
+        for pool in self._pools.values():
+            pool.close()
+        self._pools.clear()

@@ -12,7 +12,7 @@ import pytest
 from cases import APIS as APIS_
 from cases import DTYPES, REDUCING, ROOTED, VARIANTS, Case, ops_for
 from conftest import MENU, local_size_for
-from distpool import Pool
+from distpool import Pools
 
 from mycollectives.algorithms import uses
 
@@ -20,24 +20,13 @@ pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(600)]
 
 WORLD_SIZES = [1, 2, 3, 4, 5, 8]
 APIS = [(api, a) for c, a in MENU if c != "barrier" for api in VARIANTS.get(c, (c,))]
-_pools: dict[int, Pool] = {}
+pools = Pools("dist_tasks")
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _close_pools():
     yield
-    for pool in _pools.values():
-        pool.close()
-    _pools.clear()
-
-
-def pool(p: int) -> Pool:
-    """The pool for world size ``p``; other pools are closed (2 cores: one at a time)."""
-    for q in [q for q in _pools if q != p]:
-        _pools.pop(q).close()
-    if p not in _pools or not _pools[p].alive():
-        _pools[p] = Pool(p)
-    return _pools[p]
+    pools.close()
 
 
 def options(api: str, algorithm: str, p: int) -> tuple:
@@ -70,10 +59,7 @@ def matrix(api: str, algorithm: str, p: int) -> list[Case]:
 
 
 def run_everywhere(p: int, name: str, *args, timeout: float = 300) -> list:
-    out = pool(p).run("dist_tasks", name, *args, timeout=timeout)
-    errors = [f"rank {r}: {v}" for r, (status, v) in enumerate(out) if status != "ok"]
-    assert not errors, "\n".join(errors)
-    return [v for _, v in out]
+    return pools.everywhere(p, name, *args, timeout=timeout)
 
 
 @pytest.mark.parametrize("api,algorithm", APIS)
@@ -105,25 +91,25 @@ def test_bad_input_on_one_rank_makes_every_rank_raise_within_30_s():
 
 @pytest.mark.timeout(120)
 def test_a_rank_that_never_joins_gives_a_timeout_naming_round_and_peer():
-    out = pool(3).run("dist_tasks", "skip_collective", "ring", 2, 3.0, timeout=60)
+    out = pools.run(3, "skip_collective", "ring", 2, 3.0, timeout=60)
     assert out[2] == ("ok", "skipped")
     for rank in (0, 1):
         status, message = out[rank]
         assert status == "ok" and message.startswith(("CollectiveTimeout", "PeerError")), message
         assert "all_reduce (ring)" in message and "round" in message and "rank" in message, message
     assert any("rank 2" in out[r][1] for r in (0, 1))
-    _pools.pop(3).kill()  # the group saw a timeout: start afresh
+    pools.kill(3)  # the group saw a timeout: start afresh
 
 
 @pytest.mark.timeout(120)
 def test_a_rank_killed_mid_collective_makes_the_others_raise():
     p = 4
     try:  # the dead rank never reports: collect the survivors
-        out = pool(p).run("dist_tasks", "die_mid_collective", 1, timeout=90, ranks=[0, 2, 3])
+        out = pools.run(p, "die_mid_collective", 1, timeout=90, ranks=[0, 2, 3])
     except TimeoutError as e:
         pytest.fail(f"survivors hung: {e}")
     finally:
-        _pools.pop(p).kill()
+        pools.kill(p)
     for rank in (0, 2, 3):
         status, message = out[rank]
         assert status == "ok" and message.startswith(("PeerError", "CollectiveTimeout")), message
@@ -210,19 +196,19 @@ def test_the_shared_memory_transport_refuses_a_rank_on_another_host():
     out = run_everywhere(3, "shm_refuses_another_host")
     assert any("another host" in m and "rank 1" in m for m in out), out
     assert all(m.startswith(("PeerError", "CollectiveTimeout")) for m in out), out
-    _pools.pop(3).kill()  # the group saw errors: start afresh
+    pools.kill(3)  # the group saw errors: start afresh
 
 
 @pytest.mark.timeout(120)
 def test_a_rank_that_never_joins_the_shared_memory_transport_gives_a_timeout_naming_round_and_peer():
-    out = pool(3).run("dist_tasks", "shm_skip_collective", 2, 3.0, timeout=60)
+    out = pools.run(3, "shm_skip_collective", 2, 3.0, timeout=60)
     assert out[2] == ("ok", "skipped")
     for rank in (0, 1):
         status, message = out[rank]
         assert status == "ok" and message.startswith(("CollectiveTimeout", "PeerError")), message
         assert "all_reduce (ring)" in message and "round" in message, message
     assert any("rank 2" in out[r][1] for r in (0, 1))
-    _pools.pop(3).kill()
+    pools.kill(3)
 
 
 def test_the_transport_environment_variable():

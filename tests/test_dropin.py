@@ -23,42 +23,29 @@ import time
 from pathlib import Path
 
 import pytest
-from distpool import Pool
+from distpool import Pools
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(300)]
 KINDS = ["group", "shm"]
-_pools: dict[int, Pool] = {}
+pools = Pools("dropin_tasks")
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _close_pools():
     yield
-    for pool in _pools.values():
-        pool.close()
-    _pools.clear()
-
-
-def pool(p: int) -> Pool:
-    for q in [q for q in _pools if q != p]:
-        _pools.pop(q).close()
-    if p not in _pools or not _pools[p].alive():
-        _pools[p] = Pool(p)
-    return _pools[p]
+    pools.close()
 
 
 def everywhere(p: int, name: str, *args, timeout: float = 120) -> list:
-    out = pool(p).run("dropin_tasks", name, *args, timeout=timeout)
-    errors = [v for s, v in out if s != "ok"]
-    assert not errors, errors[0]
-    return [v for _, v in out]
+    return pools.everywhere(p, name, *args, timeout=timeout)
 
 
 def fresh(p: int, name: str, *args, timeout: float = 120, ranks=None) -> list:
     """Run on a pool used once and then killed (tasks that leave a group broken)."""
     try:
-        return pool(p).run("dropin_tasks", name, *args, timeout=timeout, ranks=ranks)
+        return pools.run(p, name, *args, timeout=timeout, ranks=ranks)
     finally:
-        _pools.pop(p).kill()
+        pools.kill(p)
 
 
 @pytest.mark.parametrize("kind", KINDS)

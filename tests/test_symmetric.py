@@ -5,33 +5,20 @@ against torch.distributed's own on real gloo groups."""
 from __future__ import annotations
 
 import pytest
-from distpool import Pool
+from distpool import Pools
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(300)]
-_pools: dict[int, Pool] = {}
+pools = Pools("symmetric_tasks")
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _close_pools():
     yield
-    for pool in _pools.values():
-        pool.close()
-    _pools.clear()
-
-
-def pool(p: int) -> Pool:
-    for q in [q for q in _pools if q != p]:
-        _pools.pop(q).close()
-    if p not in _pools or not _pools[p].alive():
-        _pools[p] = Pool(p)
-    return _pools[p]
+    pools.close()
 
 
 def everywhere(p: int, name: str, *args, timeout: float = 200) -> list:
-    out = pool(p).run("symmetric_tasks", name, *args, timeout=timeout)
-    errors = [v for s, v in out if s != "ok"]
-    assert not errors, errors[0]
-    return [v for _, v in out]
+    return pools.everywhere(p, name, *args, timeout=timeout)
 
 
 @pytest.mark.parametrize("p,kind", [(2, "shm"), (3, "group"), (4, "shm")])
@@ -49,7 +36,7 @@ def test_a_tensor_outside_the_heap_or_ranks_that_disagree_are_refused_clearly():
     try:  # the mixed call times out: the group is left broken, so the pool goes after
         out = everywhere(2, "refusals", timeout=120)
     finally:
-        _pools.pop(2).kill()
+        pools.kill(2)
     for rank, messages in enumerate(out):
         assert "not in symmetric memory" in messages[0] and f"rank {rank}" in messages[0], messages
         assert len(messages) == 2, messages  # the mixed call raised too, not hung
@@ -71,9 +58,9 @@ def test_the_handle_offers_buffers_signals_and_barriers_and_leaves_nothing_in_de
 
 def test_a_peer_dying_during_loads_gives_peer_error():
     try:
-        out = pool(3).run("symmetric_tasks", "killed_during_loads", 2, timeout=120, ranks=[0, 1])
+        out = pools.run(3, "killed_during_loads", 2, timeout=120, ranks=[0, 1])
     finally:
-        _pools.pop(3).kill()
+        pools.kill(3)
     for rank in (0, 1):
         status, message = out[rank]
         assert status == "ok" and message.startswith(("PeerError", "CollectiveTimeout")), message
