@@ -59,3 +59,9 @@ def close(answer: object, want: float, what: str, unit: str = "", rel: float = 0
     (never printing the expected value, so the check cell does not give the answer away)."""
     got = number(answer, what)
     assert near(got, want, rel), f"{what}: got {got:.4g}{unit}, {off(got, want)} from the expected value"
+
+
+def correct(answer: object, want: float, what: str, unit: str = "", rel: float = 0.02) -> None:
+    """:func:`close`, then print the success line (a check of one part)."""
+    close(answer, want, what, unit, rel)
+    print(f"Correct: {what} = {float(answer):.4g}{unit}")  # type: ignore[arg-type]

@@ -9,7 +9,6 @@ wrong, or prints what was right.
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import torch
 
 from ..collectives import busbw_factor
 from ..cost import Machine, closed_form
+from .answers import correct, need
 
 GB = 1e9
 MIB = 1 << 20
@@ -35,24 +35,11 @@ QUESTIONS = {
 }
 
 
-def _need(answer: object, what: str) -> None:
-    assert answer is not None, f"replace None with your answer: {what}"
-
-
-def _close(answer, want: float, what: str, unit: str = "", rel: float = 0.02) -> None:
-    _need(answer, what)
-    got = float(answer)
-    assert math.isclose(got, want, rel_tol=rel), (
-        f"{what}: got {got:.4g}{unit}, which is off by {100 * (got / want - 1):+.1f}% from the expected value"
-    )
-    print(f"Correct: {what} = {got:.4g}{unit}")
-
-
 def check_busbw(answer: float | None) -> None:
     """``QUESTIONS["decode"]``: the busbw (GB/s) nccl-tests prints for that line."""
     q = QUESTIONS["decode"]
     algbw = q["size"] / (q["time_us"] * 1e-6) / GB
-    _close(answer, algbw * busbw_factor(q["collective"], q["ranks"]), "busbw", " GB/s")
+    correct(answer, algbw * busbw_factor(q["collective"], q["ranks"]), "busbw", " GB/s")
 
 
 def check_nvls_link_rate(answer: float | None) -> None:
@@ -65,7 +52,7 @@ def check_nvls_link_rate(answer: float | None) -> None:
     q = QUESTIONS["nvls"]
     n = q["ranks"]
     algbw = q["busbw"] / busbw_factor("all_reduce", n)
-    _close(answer, algbw * (n + 1) / n, "NVLink traffic per GPU, each way", " GB/s")
+    correct(answer, algbw * (n + 1) / n, "NVLink traffic per GPU, each way", " GB/s")
 
 
 def check_per_nic(answer: float | None) -> None:
@@ -76,7 +63,7 @@ def check_per_nic(answer: float | None) -> None:
     the busbw's share of its ring: each NIC carries ``busbw / NICs per node``.
     """
     q = QUESTIONS["per_nic"]
-    _close(answer, q["busbw"] / q["nics_per_node"], "traffic per NIC, each way", " GB/s")
+    correct(answer, q["busbw"] / q["nics_per_node"], "traffic per NIC, each way", " GB/s")
 
 
 def check_alltoall_busbw(answer: float | None) -> None:
@@ -89,7 +76,7 @@ def check_alltoall_busbw(answer: float | None) -> None:
     q = QUESTIONS["alltoall"]
     nodes, n = q["nodes"], q["nodes"] * q["gpus_per_node"]
     algbw = q["nic"] / ((nodes - 1) / nodes)
-    _close(answer, algbw * busbw_factor("all_to_all", n), "alltoall busbw", " GB/s")
+    correct(answer, algbw * busbw_factor("all_to_all", n), "alltoall busbw", " GB/s")
 
 
 def bucket_overhead(bucket_bytes: float) -> float:
@@ -104,7 +91,7 @@ def bucket_overhead(bucket_bytes: float) -> float:
 def check_bucket_size(answer_mib: float | None) -> None:
     """``QUESTIONS["bucket"]``: the smallest ``bucket_cap_mb`` (MiB, as DDP reads it) whose
     all-reduces spend at most that share of their time on latency (within 10% above it)."""
-    _need(answer_mib, "bucket_cap_mb")
+    need(answer_mib, "bucket_cap_mb")
     q = QUESTIONS["bucket"]
     lo, hi = 1.0, float(1 << 40)
     while hi - lo > 1:  # the smallest bucket meeting the target, by bisection on the cost model
@@ -168,7 +155,7 @@ def check_diagnosis(answer: dict | None) -> None:
     """The rank at fault in :func:`mystery`'s records, the sequence number, and the kind of fault:
     ``{"rank": ..., "seq": ..., "kind": ...}`` with ``kind`` one of "skipped", "order",
     "mismatch", "straggler", "died"."""
-    _need(answer, "the diagnosis")
+    need(answer, "the diagnosis")
     assert isinstance(answer, dict) and {"rank", "seq", "kind"} <= set(answer), (
         'answer with a dict: {"rank": ..., "seq": ..., "kind": ...}'
     )

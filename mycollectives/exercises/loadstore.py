@@ -14,21 +14,9 @@ import math
 from ..algorithms import schedule_for
 from ..cost import Machine, counted_cost, traffic
 from ..loadstore import reads
+from .answers import correct, need
 
 MIB = 1 << 20
-
-
-def _need(answer: object, what: str) -> None:
-    assert answer is not None, f"replace None with your answer: {what}"
-
-
-def _close(answer, want: float, what: str, unit: str = "", rel: float = 0.02) -> None:
-    _need(answer, what)
-    got = float(answer)
-    assert math.isclose(got, want, rel_tol=rel), (
-        f"{what}: got {got:.4g}{unit}, off by {100 * (got / want - 1):+.1f}% from the expected value"
-    )
-    print(f"Correct: {what} = {got:.4g}{unit}")
 
 
 # --- copies: messages against loads ----------------------------------------------------
@@ -46,8 +34,8 @@ def copied_bytes(collective: str, algorithm: str, p: int, nbytes: int) -> tuple[
 def check_copies(messages: float | None, loads: float | None, p: int = 4, nbytes: int = 64 * MIB) -> None:
     """MiB one rank copies in a ring all-gather: message passing against loads."""
     want_msg, want_loads = (b / MIB for b in copied_bytes("all_gather", "ring", p, nbytes))
-    _need(messages, "MiB copied with messages")
-    _need(loads, "MiB copied with loads")
+    need(messages, "MiB copied with messages")
+    need(loads, "MiB copied with loads")
     if math.isclose(float(messages), want_loads, rel_tol=0.02):
         raise AssertionError(
             "with messages every byte is copied twice: into the shared region by its sender, "
@@ -81,7 +69,7 @@ def barriers(collective: str, algorithm: str, p: int, nbytes: int = 1 << 16, che
 
 def check_barriers(answers: dict | None, p: int = 4) -> None:
     """Barriers per all-reduce call with the argument check on: ring, direct (two-shot), one_shot."""
-    _need(answers, "a dict {algorithm: barriers}")
+    need(answers, "a dict {algorithm: barriers}")
     wrong = []
     for algorithm in ("ring", "direct", "one_shot"):
         want = barriers("all_reduce", algorithm, p)
@@ -131,13 +119,13 @@ def check_crossover(answer: float | None, p: int = 2, alpha: float = 10e-6, beta
                     gamma: float = 1.5e-10) -> None:  # fmt: skip
     """The size where two-shot overtakes one-shot, on a machine of the given constants."""
     want = crossover(p, Machine(alpha=alpha, beta=beta, gamma=gamma, loads=True))
-    _need(answer, "crossover size in bytes")
+    need(answer, "crossover size in bytes")
     if math.isclose(float(answer), alpha / gamma, rel_tol=0.05):
         raise AssertionError(
             "two-shot's reduce-scatter reduces only 1/p of the vector per peer: compare what each "
             "adds up, not just the rounds"
         )
-    _close(float(answer) / 1024, want / 1024, f"crossover on {p} ranks", " KiB", rel=0.05)
+    correct(float(answer) / 1024, want / 1024, f"crossover on {p} ranks", " KiB", rel=0.05)
 
 
 # --- design: an NVLink node ---------------------------------------------------------------
@@ -163,7 +151,7 @@ def check_nvlink_choice(
     large: int = 64 * MIB,
 ) -> None:  # fmt: skip
     """The times of one-shot, two-shot and multimem at a small and a large size."""
-    _need(times, "a dict {(algorithm, size): seconds}")
+    need(times, "a dict {(algorithm, size): seconds}")
     wrong = []
     for size in (small, large):
         want = nvlink_choice(p, size, link, sync)
@@ -183,8 +171,8 @@ def check_heap_picks(small: str | None, large: str | None, p: int = 4) -> None:
     """Chapter 4b design: the all-reduce for 16 KiB and 16 MiB heap tensors on ``p`` ranks."""
     from ..auto import LOADSTORE, choose
 
-    _need(small, "the algorithm for 16 KiB")
-    _need(large, "the algorithm for 16 MiB")
+    need(small, "the algorithm for 16 KiB")
+    need(large, "the algorithm for 16 MiB")
     x = crossover(p, LOADSTORE)
     wrong = []
     for got, size in ((small, 16 << 10), (large, 16 << 20)):

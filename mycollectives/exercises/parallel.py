@@ -24,23 +24,11 @@ from ..parallel.layout import Layout
 from ..parallel.search import search
 from ..topology import cluster
 from ..transport import LocalWorld
+from .answers import correct, need
 
 # Mixtral 8x7B (Jiang et al. 2024): 32 layers, hidden 4096, 32 heads (8 KV), expert width 14336,
 # 8 experts of which 2 per token, vocabulary 32000; sequences of 4096 tokens here.
 MIXTRAL_8X7B = ModelConfig("Mixtral 8x7B", 32, 4096, 32, 8, 14336, 32000, 4096, experts=8, top_k=2)
-
-
-def _need(answer: object, what: str) -> None:
-    assert answer is not None, f"replace None with your answer: {what}"
-
-
-def _close(answer, want: float, what: str, unit: str = "", rel: float = 0.02) -> None:
-    _need(answer, what)
-    got = float(answer)
-    assert math.isclose(got, want, rel_tol=rel), (
-        f"{what}: got {got:.4g}{unit}, off by {100 * (got / want - 1):+.1f}% from the expected value"
-    )
-    print(f"Correct: {what} = {got:.4g}{unit}")
 
 
 # --- numbers ---------------------------------------------------------------------------
@@ -56,7 +44,7 @@ def tp_bytes(model: ModelConfig = LLAMA3_70B, tp: int = 8) -> float:
 def check_tp_bytes(answer: float | None) -> None:
     """Chapter 5: TP's bytes per GPU and step for Llama 3 70B, tp=8, one 8192-token sequence."""
     want = tp_bytes()
-    _need(answer, "bytes per GPU and step")
+    need(answer, "bytes per GPU and step")
     m = LLAMA3_70B
     n = m.seq * m.hidden * m.act_bytes
     if math.isclose(float(answer), want / 2, rel_tol=0.01):
@@ -65,7 +53,7 @@ def check_tp_bytes(answer: float | None) -> None:
         raise AssertionError(
             "that counts the whole buffer per all-reduce; a ring all-reduce makes each rank send 2(t-1)/t of it"
         )
-    _close(answer, want, "TP bytes per GPU per step", " B")
+    correct(answer, want, "TP bytes per GPU per step", " B")
 
 
 def fsdp_network_bytes(model: ModelConfig = LLAMA3_8B, gpus: int = 64) -> float:
@@ -78,7 +66,7 @@ def fsdp_network_bytes(model: ModelConfig = LLAMA3_8B, gpus: int = 64) -> float:
 def check_fsdp_network_bytes(answer: float | None, model: ModelConfig = LLAMA3_8B, gpus: int = 64) -> None:
     """Chapter 5: ZeRO-3 of ``model`` on ``gpus`` H100s in DGX nodes: bytes per GPU into the network."""
     want = fsdp_network_bytes(model, gpus)
-    _need(answer, "bytes per GPU into the network")
+    need(answer, "bytes per GPU into the network")
     psi = model.params * model.param_bytes
     flat = 3 * (gpus - 1) / gpus * psi
     if math.isclose(float(answer), flat, rel_tol=0.01):
@@ -90,7 +78,7 @@ def check_fsdp_network_bytes(answer: float | None, model: ModelConfig = LLAMA3_8
         raise AssertionError(
             "ZeRO-3 gathers the parameters twice (forward, backward) besides the reduce-scatter"
         )
-    _close(answer, want, "FSDP bytes per GPU into the network per step", " B")
+    correct(answer, want, "FSDP bytes per GPU into the network per step", " B")
 
 
 # --- implement: the collective matmul --------------------------------------------------
@@ -163,7 +151,7 @@ def design(name: str) -> list[StepReport]:
 
 def check_design(name: str, layout: Layout | None, slack: float = 0.15) -> StepReport:
     """Chapter 5: ``layout`` solves design problem ``name`` within ``slack`` of the fastest found."""
-    _need(layout, "a Layout")
+    need(layout, "a Layout")
     d = DESIGNS[name]
     model, gpus, sequences = d["model"], d["gpus"], d["sequences"]
     assert isinstance(layout, Layout), (
