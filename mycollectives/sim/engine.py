@@ -26,11 +26,51 @@ from .result import SimResult
 NVLS_LATENCY = HW_LATENCY["NVLink"]["NVLS"]["Simple"] * 1e-6  # NCCL's hwLat for NVLS, seconds (nccl_tuning)
 
 
+class LinkModel:
+    """The one link model of both engines: how long a transfer takes on ``topo`` under ``proto``.
+
+    A link carries ``link_bw * efficiency * cap_scale`` bytes/s, shared max-min
+    fairly (``fluid.py``) among the flows that cross it. A round (a set of
+    flows that start together) pays the protocol's step latency for the
+    slowest class of link any of its flows crosses, plus its longest path's
+    hop latencies; a collective pays ``base_latency`` once. The round simulator
+    (:func:`simulate`) and the virtual cluster (:mod:`mycollectives.virtual`)
+    both price transfers here.
+    """
+
+    def __init__(self, topo: Topology, proto="simple", cap_scale: float = 1.0):
+        self.topo, self.proto = topo, get_protocol(proto)
+        self.cap_scale = cap_scale
+
+    @property
+    def base_latency(self) -> float:
+        return self.proto.base_latency
+
+    def capacity(self, links: np.ndarray) -> np.ndarray:
+        """Usable bytes/s of ``links`` under the protocol."""
+        return self.topo.link_bw[links] * self.proto.efficiency * self.cap_scale
+
+    def latency(self, flow: np.ndarray, link: np.ndarray, nflows: int) -> float:
+        """The latency of a round whose flows cross ``link[j]`` for ``flow[j]`` (as ``Topology.route``)."""
+        if not len(link):
+            return 0.0
+        cls = np.zeros(nflows, np.int64)
+        np.maximum.at(cls, flow, self.topo.link_class[link])
+        lat = np.bincount(flow, weights=self.topo.link_lat[link], minlength=nflows)
+        used = np.unique(cls[np.bincount(flow, minlength=nflows) > 0])
+        return float(max(self.proto.round_latency(int(c)) for c in used) + lat.max())
+
+    def round_latency(self, src: np.ndarray, dst: np.ndarray) -> float:
+        """The latency of one round of transfers ``src[i] -> dst[i]`` (GPUs)."""
+        flow, link = self.topo.route(src, dst)
+        return self.latency(flow, link, len(src))
+
+
 class _Rounds:
     """Routes and results of the round patterns met so far in one simulation."""
 
-    def __init__(self, topo: Topology, proto, cache: bool):
-        self.topo, self.proto, self.cache = topo, proto, cache
+    def __init__(self, model: LinkModel, cache: bool):
+        self.model, self.topo, self.cache = model, model.topo, cache
         self.paths: dict[bytes, tuple] = {}
         self.results: dict[bytes, tuple] = {}
 
@@ -39,23 +79,18 @@ class _Rounds:
         hit = self.paths.get(key) if self.cache else None
         if hit is None:
             flow, link = self.topo.route(src, dst)
-            paths = Paths.of(flow, link, len(src))
-            cls = np.zeros(len(src), np.int64)
-            np.maximum.at(cls, flow, self.topo.link_class[link])
-            lat = np.bincount(flow, weights=self.topo.link_lat[link], minlength=len(src))
-            step = max(self.proto.round_latency(int(c)) for c in np.unique(cls))
-            hit = (paths, float(step + lat.max()))
+            hit = (Paths.of(flow, link, len(src)), self.model.latency(flow, link, len(src)))
             if self.cache:
                 self.paths[key] = hit
         return hit
 
-    def run(self, src, dst, nbytes, cap_scale=1.0):
+    def run(self, src, dst, nbytes):
         """Duration, bytes per link and busiest link of one round of flows."""
         key = src.tobytes() + dst.tobytes() + nbytes.tobytes()
         hit = self.results.get(key) if self.cache else None
         if hit is None:
             paths, latency = self.route(src, dst)
-            cap = self.topo.link_bw[paths.links] * self.proto.efficiency * cap_scale
+            cap = self.model.capacity(paths.links)
             t, _ = drain(paths, cap, nbytes)
             per_link = np.bincount(paths.local, weights=nbytes[paths.flow], minlength=len(paths.links))
             busiest = int(paths.links[np.argmax(per_link / cap)]) if len(per_link) else -1
@@ -108,61 +143,72 @@ def simulate(
     p = world_size or topology.num_gpus
     if p > topology.num_gpus:
         raise ValueError(f"world_size={p} exceeds the {topology.num_gpus} GPUs of {topology.name}")
-    proto = get_protocol(protocol)
+    model = LinkModel(topology, protocol)
+    extra_lat = 0.0
     if algorithm == "nvls":
-        rounds, cap_scale, extra_lat = (
-            _nvls(collective, nbytes, topology, p),
-            topology.in_switch_reduction,
-            NVLS_LATENCY,
-        )
+        rounds, extra_lat = _nvls(collective, nbytes, topology, p), NVLS_LATENCY
+        model.cap_scale = topology.in_switch_reduction
     else:
-        spec = spec_for(
-            collective,
-            algorithm,
-            p,
-            nbytes,
-            itemsize,
-            root=root,
-            segment_bytes=segment * itemsize if segment else None,
-            local_size=local_size or topology.gpus_per_node,
-        )
-        rounds = list(build(spec, algorithm).rounds)
-        cap_scale, extra_lat = 1.0, 0.0
-    state = _Rounds(topology, proto, cache)
+        local = local_size or topology.gpus_per_node
+        rounds = schedule_rounds(collective, algorithm, p, nbytes, itemsize, root, segment, local)
     n = len(rounds)
     if record_links is None:
         record_links = n * topology.num_links <= 4_000_000
-    dur = np.zeros(n)
-    flows = np.zeros(n, np.int64)
-    busiest = np.full(n, -1, np.int64)
-    link_bytes = np.zeros(topology.num_links)
-    per_round = np.zeros((n, topology.num_links), np.float32) if record_links else None
+    timeline = _Timeline(n, topology.num_links, record_links)
+    state = _Rounds(model, cache)
     for i, item in enumerate(rounds):
         src, dst, nb = _messages(item, p, itemsize) if isinstance(item, Round) else item
-        if not len(src):
-            continue
-        t, links, lbytes, big = state.run(src, dst, nb, cap_scale)
-        dur[i], flows[i], busiest[i] = t + extra_lat, len(src), big
-        link_bytes[links] += lbytes
-        if per_round is not None:
-            per_round[i, links] = lbytes
-    total = proto.base_latency + dur.sum() if n else 0.0
+        if len(src):
+            timeline.add(i, len(src), extra_lat, *state.run(src, dst, nb))
+    base = model.base_latency
     return SimResult(
         collective=canonical(collective),
         algorithm=algorithm,
-        protocol=proto.name,
+        protocol=model.proto.name,
         nbytes=int(nbytes),
         world_size=p,
         topology=topology,
-        time_s=float(total),
+        time_s=float(base + timeline.dur.sum() if n else 0.0),
         bus_factor=busbw_factor(collective, p),
-        round_start=proto.base_latency + np.concatenate([[0.0], np.cumsum(dur)[:-1]]) if n else np.zeros(0),
-        round_time=dur,
-        round_flows=flows,
-        round_busiest=busiest,
-        link_bytes=link_bytes,
-        round_link_bytes=per_round,
+        round_start=base + np.concatenate([[0.0], np.cumsum(timeline.dur)[:-1]]) if n else np.zeros(0),
+        round_time=timeline.dur,
+        round_flows=timeline.flows,
+        round_busiest=timeline.busiest,
+        link_bytes=timeline.link_bytes,
+        round_link_bytes=timeline.per_round,
     )
+
+
+def schedule_rounds(collective, algorithm, p, nbytes, itemsize=4, root=0, segment=None, local_size=None):
+    """The rounds of ``algorithm``'s schedule for a call of ``nbytes`` (``segment`` in elements)."""
+    spec = spec_for(
+        collective,
+        algorithm,
+        p,
+        nbytes,
+        itemsize,
+        root=root,
+        segment_bytes=segment * itemsize if segment else None,
+        local_size=local_size,
+    )
+    return list(build(spec, algorithm).rounds)
+
+
+class _Timeline:
+    """Per-round durations, flows, busiest links and bytes per link, filled as rounds run."""
+
+    def __init__(self, n: int, num_links: int, record_links: bool):
+        self.dur = np.zeros(n)
+        self.flows = np.zeros(n, np.int64)
+        self.busiest = np.full(n, -1, np.int64)
+        self.link_bytes = np.zeros(num_links)
+        self.per_round = np.zeros((n, num_links), np.float32) if record_links else None
+
+    def add(self, i: int, flows: int, extra: float, t: float, links, lbytes, busiest: int) -> None:
+        self.dur[i], self.flows[i], self.busiest[i] = t + extra, flows, busiest
+        self.link_bytes[links] += lbytes
+        if self.per_round is not None:
+            self.per_round[i, links] = lbytes
 
 
 def _nvls(collective: str, nbytes: int, topo: Topology, p: int):
