@@ -127,6 +127,8 @@ def execute(
     sizes = {b: t.size for b, t in buffers.items() if isinstance(t, Blocks)}
     note = flight.current()
     note.enter(schedule.algorithm, len(schedule.rounds), name)
+    if (begin := getattr(transport, "begin", None)) is not None:  # a virtual cluster prices the schedule
+        begin(schedule, name)
 
     def view(buf: int, off: int, count: int) -> torch.Tensor:
         return buffers[buf][off : off + count]

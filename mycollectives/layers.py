@@ -27,7 +27,19 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("API", ("api",)),
     (
         "above the API",
-        ("pingpong", "patch", "sim", "viz", "bench", "exercises", "memory", "parallel", "layers", "doctor"),
+        (
+            "pingpong",
+            "patch",
+            "sim",
+            "viz",
+            "bench",
+            "exercises",
+            "memory",
+            "parallel",
+            "layers",
+            "doctor",
+            "virtual",
+        ),
     ),
     ("the package", ("",)),
 )

@@ -1,0 +1,104 @@
+"""A virtual GPU cluster: the package's code, and a learner's, on a modelled node or cluster in virtual time.
+
+>>> import torch, mycollectives as mc
+>>> from mycollectives import virtual
+>>> def step(rank):
+...     t0 = virtual.clock()                # this rank's virtual time, seconds
+...     x = torch.ones(1 << 18)              # 1 MiB of float32
+...     mc.all_reduce(x)                     # priced on the cluster's links
+...     virtual.compute(seconds=1e-3)        # or flops=..., bytes=...: charged to this rank's GPU
+...     return x[0].item(), virtual.clock() - t0
+>>> run = virtual.run(step, cluster="dgx_h100", nodes=2)   # 16 ranks
+>>> run.results[0][0], len(run.results)
+(16.0, 16)
+>>> 1e-3 < run.elapsed < 2e-3
+True
+
+Every rank is a thread running ``fn(rank, *args)`` with real tensors; a
+scheduler runs one at a time in virtual time (SimGrid's maestro, SMPI's way
+of running MPI programs; :mod:`.maestro`). Messages are flows on the
+topology's links, priced by the round simulator's own link model
+(:mod:`.network`); torch ops are charged by the GPU's roofline
+(:mod:`.compute`); ``async_op=True`` collectives run on a communication
+stream beside the rank (:mod:`.streams`). Inside a run, collectives with
+``group=None`` use the run's world; ``transport.subgroup(ranks)`` gives a
+smaller group. Introduced in the book's chapter "The virtual cluster".
+
+``run`` arguments:
+
+* ``cluster``: a node kind (``dgx_a100``, ``dgx_h100``, ``dgx_h200``,
+  ``dgx_b200``, ``gb200_nvl72``) with ``nodes`` and any keyword of
+  :func:`mycollectives.topology.cluster` (``nics_per_node``, ``nic``,
+  ``fabric``, ``oversubscription``, ...), another preset name, or a
+  :class:`~mycollectives.topology.Topology`.
+* ``slow={rank: factor}``: that rank's compute takes ``factor`` times longer (a straggler).
+* ``degrade={link: factor}`` or ``{(u, v): factor}``: links run ``factor``
+  times slower: a link index, or the cable between vertices ``u`` and ``v``
+  (indices or names such as ``(3, "n0.nvswitch")`` or ``("n1.nic0", "leaf0")``),
+  both directions. ``Topology.slowed(gpu, factor)`` slows one GPU's NVLink.
+* ``protocol``: NCCL's protocol whose constants price the links (``simple``, ``ll128``, ``ll``).
+* ``world_size``: use the first GPUs only; ``timeout``: wall-clock seconds before giving up.
+* ``setup=[hook, ...]``: each ``hook(rank, world_size)`` runs in the rank's thread before
+  ``fn`` and may return a context manager, held around ``fn``; ``dist=True`` adds
+  ``mycollectives.torchpg``'s hook (torch.distributed inside the run).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+from . import maestro as _m
+from .compute import GPU_ROOFLINES, KERNEL_FLOOR, paused, roofline_of
+from .runner import Run, degraded, run, topology_of
+from .validate import agreement
+
+__all__ = [
+    "run",
+    "Run",
+    "clock",
+    "compute",
+    "transport",
+    "roofline_of",
+    "topology_of",
+    "degraded",
+    "agreement",
+    "GPU_ROOFLINES",
+    "KERNEL_FLOOR",
+    "paused",
+]
+
+
+def clock() -> float:
+    """This rank's virtual time, in seconds since the run started."""
+    return _m.current().clock
+
+
+def transport():
+    """This rank's transport for the run's world (what ``group=None`` means inside a run)."""
+    from ..transport.local import current_local
+
+    _m.current()
+    return current_local()
+
+
+def compute(seconds: float | None = None, *, flops: float | None = None, bytes: float | None = None) -> float:
+    """Charge this rank's GPU: ``seconds`` of work, or ``flops`` and/or ``bytes`` on its roofline
+    (``max(flops / peak, bytes / bandwidth)``); a straggler's (``slow=``) takes longer. Returns the seconds charged."""
+    actor = _m.current()
+    given = {k: v for k, v in (("seconds", seconds), ("flops", flops), ("bytes", bytes)) if v is not None}
+    for k, v in given.items():
+        if not isinstance(v, numbers.Real) or isinstance(v, bool) or not math.isfinite(v) or v < 0:
+            raise ValueError(
+                f"virtual.compute on rank {actor.rank}: {k} must be a finite number >= 0, got {v!r}"
+            )
+    if not given or ("seconds" in given and len(given) > 1):
+        raise ValueError(f"virtual.compute on rank {actor.rank}: give seconds=, or flops= and/or bytes=")
+    charge = actor.state["charge"]
+    if "seconds" in given:
+        t = float(seconds)
+    else:
+        t = max((flops or 0) / charge.roof.peak_flops, (bytes or 0) / charge.roof.bandwidth)
+    before = actor.clock
+    charge.charge(t)
+    return actor.clock - before

@@ -1,0 +1,129 @@
+"""Compute on a virtual GPU: every torch op a rank runs is charged by the GPU's roofline.
+
+A rank's thread runs under a :class:`Charge`, a ``TorchDispatchMode`` (dispatch
+modes are per thread): for every aten op it counts FLOPs as
+``torch.utils.flop_counter`` counts them (its ``flop_registry``: ``2 m n k``
+for a matrix product, convolutions, attention) and bytes as the op's inputs
+plus its outputs (the minimum traffic, as chapter 1's roofline counts it),
+and advances the rank's clock by ``max(flops / peak, bytes / hbm, KERNEL_FLOOR)``
+(chapter 1's roofline, ``williams2009roofline``; :class:`~mycollectives.memory.roofline.Roofline`).
+The op itself runs on the CPU, so results are real. Views, ``empty`` and
+reading a scalar move nothing and cost nothing; the package's own
+collectives are priced by the network, not here.
+
+Every op is charged at the GPU's dense 16-bit tensor-core peak whatever the
+tensor's dtype on the CPU: a float32 model on the virtual cluster stands for
+the bf16 model a GPU would train.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import flop_registry
+
+from ..memory.roofline import Roofline
+from ..memory.vendor import A100, GB, H100, TFLOPS
+
+# The smallest time one kernel takes on the GPU (launch and tail on the device, not the host's
+# launch overhead): a few microseconds for the tiniest kernels.
+KERNEL_FLOOR = 2e-6
+
+# Dense bf16 tensor-core peak and HBM bandwidth per GPU. A100 and H100: chapter 1's vendor table
+# (memory/vendor.py). The others halve the datasheets' "with sparsity" figures: H200 (nvidia2024h200) has
+# the H100's compute and 4.8 TB/s of HBM3e; a DGX B200 (nvidia_dgx_b200_guide) gives 72 PFLOP/s FP8 with
+# sparsity and 64 TB/s of HBM for 8 GPUs, so 2.25 PFLOP/s bf16 dense and 8 TB/s each; a GB200 NVL72
+# (nvidia_gb200_nvl72) 360 PFLOP/s bf16 with sparsity and 576 TB/s for 72 GPUs, so 2.5 and 8 TB/s each.
+GPU_ROOFLINES = {
+    "A100 SXM4": Roofline(A100.peak_flops["bf16"], A100.hbm_bandwidth, "A100 SXM4 (bf16 dense)"),
+    "H100 SXM5": Roofline(H100.peak_flops["bf16"], H100.hbm_bandwidth, "H100 SXM5 (bf16 dense)"),
+    "H200 SXM5": Roofline(H100.peak_flops["bf16"], 4800 * GB, "H200 SXM5 (bf16 dense)"),
+    "B200": Roofline(2250 * TFLOPS, 8000 * GB, "B200 (bf16 dense)"),
+    "GB200": Roofline(2500 * TFLOPS, 8000 * GB, "GB200 (bf16 dense)"),
+}
+
+_FREE_OPS = {
+    "aten::empty",
+    "aten::empty_like",
+    "aten::empty_strided",
+    "aten::detach",
+    "aten::_local_scalar_dense",
+    "aten::lift_fresh",
+    "aten::alias",
+    "aten::set_",
+    "aten::resize_",
+}
+
+_here = threading.local()
+
+
+def roofline_of(topology) -> Roofline:
+    """The roofline of the cluster's GPU (from the node it was built from); H100 if it says none."""
+    node = getattr(topology, "node", None)
+    gpu = node.gpu if node is not None else "H100 SXM5"
+    return GPU_ROOFLINES.get(gpu, GPU_ROOFLINES["H100 SXM5"])
+
+
+def op_time(roof: Roofline, flops: float, nbytes: float) -> float:
+    """Seconds of one kernel on ``roof`` (see the module)."""
+    return max(flops / roof.peak_flops, nbytes / roof.bandwidth, KERNEL_FLOOR)
+
+
+def _bytes(tree) -> int:
+    total = 0
+    stack = [tree]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, torch.Tensor):
+            total += x.numel() * x.element_size()
+        elif isinstance(x, (list, tuple)):
+            stack.extend(x)
+        elif isinstance(x, dict):
+            stack.extend(x.values())
+    return total
+
+
+class Charge(TorchDispatchMode):
+    """Charges every op this thread runs to ``actor``'s clock (see the module)."""
+
+    def __init__(self, actor, roof: Roofline, slow: float = 1.0, record=None):
+        super().__init__()
+        self.actor, self.roof, self.slow, self.record = actor, roof, slow, record
+        self.flops = 0.0
+        self.bytes = 0.0
+        self.ops = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if getattr(_here, "paused", 0) or func.is_view or func.name() in _FREE_OPS:
+            return out
+        packet = func._overloadpacket
+        fn = flop_registry.get(packet)
+        flops = fn(*args, **kwargs, out_val=out) if fn is not None else 0
+        nbytes = _bytes(args) + _bytes(kwargs) + _bytes(out)
+        self.flops += flops
+        self.bytes += nbytes
+        self.ops += 1
+        self.charge(op_time(self.roof, flops, nbytes))
+        return out
+
+    def charge(self, seconds: float) -> None:
+        """Advance the rank's clock by ``seconds`` of its GPU's time (times its slowness)."""
+        start = self.actor.clock
+        self.actor.clock = start + seconds * self.slow
+        if self.record is not None:
+            self.record(self.actor.rank, "compute", start, self.actor.clock)
+
+
+@contextlib.contextmanager
+def paused():
+    """Ops run meanwhile in this thread are not charged (the package's own copies and reductions)."""
+    _here.paused = getattr(_here, "paused", 0) + 1
+    try:
+        yield
+    finally:
+        _here.paused -= 1

@@ -1,0 +1,123 @@
+"""The virtual cluster's network: messages as flows sharing links max-min fairly, in virtual time.
+
+A message from GPU ``a`` to GPU ``b`` is a *flow* over ``topology.route(a, b)``.
+It waits its latency, then moves its bytes at the rate max-min fairness gives
+it among every flow in flight (:func:`mycollectives.sim.fluid.max_min_rates`),
+re-shared whenever a flow starts or ends. Capacities and latencies come from
+:class:`mycollectives.sim.engine.LinkModel`, the round simulator's own model:
+one model, two engines. The round simulator starts a round's flows together
+and ends the round when the last is done; here every flow starts when its
+sender posts it, so ranks that get ahead or fall behind meet the traffic
+that is really in flight.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from ..sim.engine import LinkModel
+from ..sim.fluid import Paths, max_min_rates
+from .maestro import Activity
+
+INF = float("inf")
+
+
+class Flow:
+    __slots__ = ("id", "links", "nbytes", "left", "rate", "finish", "done")
+
+    def __init__(self, fid: int, links: np.ndarray, nbytes: int, done: Activity):
+        self.id, self.links, self.nbytes, self.left = fid, links, float(nbytes), float(nbytes)
+        self.rate, self.finish, self.done = 0.0, INF, done
+
+
+class Network:
+    """Flows in flight on one topology (see the module)."""
+
+    def __init__(self, model: LinkModel):
+        self.model, self.topo = model, model.topo
+        self.now = 0.0
+        self._starting: list[tuple[float, int, Flow]] = []  # (time the latency is over, id, flow)
+        self._active: list[Flow] = []
+        self._routes: dict[tuple[int, int], np.ndarray] = {}
+        self._latency: dict[tuple[int, int], float] = {}
+        self._ids = 0
+        self.flows = 0  # flows posted so far
+        self.bytes = 0
+
+    def links(self, src: int, dst: int) -> np.ndarray:
+        key = (src, dst)
+        hit = self._routes.get(key)
+        if hit is None:
+            _, hit = self.topo.route([src], [dst])
+            self._routes[key] = hit
+        return hit
+
+    def p2p_latency(self, src: int, dst: int) -> float:
+        """A lone message's latency: base latency plus the step latency of its path (as a one-round call)."""
+        key = (src, dst)
+        hit = self._latency.get(key)
+        if hit is None:
+            hit = self._latency[key] = self.model.base_latency + self.model.round_latency(
+                np.array([src]), np.array([dst])
+            )
+        return hit
+
+    def post(self, src: int, dst: int, nbytes: int, latency: float, done: Activity, maestro) -> None:
+        """Start a flow now; ``done`` fires when its last byte has arrived."""
+        self._ids += 1
+        self.flows += 1
+        self.bytes += nbytes
+        links = self.links(src, dst)
+        if nbytes <= 0 or not len(links):
+            if latency <= 0:
+                maestro.fire(done, self.now)
+                return
+            links = links[:0]
+        flow = Flow(self._ids, links, nbytes, done)
+        heapq.heappush(self._starting, (self.now + latency, flow.id, flow))
+
+    def next_time(self) -> float:
+        t = self._starting[0][0] if self._starting else INF
+        for f in self._active:
+            if f.finish < t:
+                t = f.finish
+        return t
+
+    def advance(self, t: float, maestro) -> None:
+        """Move every flow to virtual time ``t`` (no event lies before it); fire what ends there."""
+        dt = t - self.now
+        changed = False
+        if self._active and dt > 0:
+            keep = []
+            for f in self._active:
+                if f.finish <= t:
+                    maestro.fire(f.done, f.finish)
+                    changed = True
+                else:
+                    f.left -= f.rate * dt
+                    keep.append(f)
+            self._active = keep
+        self.now = max(self.now, t)
+        while self._starting and self._starting[0][0] <= t:
+            _, _, f = heapq.heappop(self._starting)
+            if f.left <= 0 or not len(f.links):
+                maestro.fire(f.done, self.now)
+                continue
+            self._active.append(f)
+            changed = True
+        if changed and self._active:
+            self._reshare()
+
+    def _reshare(self) -> None:
+        """Max-min fair rates of the flows in flight, and when each would finish at them."""
+        act = self._active
+        sizes = np.fromiter((len(f.links) for f in act), np.int64, len(act))
+        flow = np.repeat(np.arange(len(act)), sizes)
+        link = np.concatenate([f.links for f in act])
+        paths = Paths.of(flow, link, len(act))
+        rate = max_min_rates(paths, self.model.capacity(paths.links), np.ones(len(act), bool))
+        for f, r in zip(act, rate.tolist()):
+            f.rate = r
+            f.finish = self.now + f.left / r

@@ -1,0 +1,194 @@
+"""``virtual.run``: a function on every GPU of a modelled cluster, in virtual time."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import math
+import numbers
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from ..memory.roofline import Roofline
+from ..sim.engine import LinkModel
+from ..topology import PRESETS, Topology, cluster
+from ..topology.nodes import NODES
+from ..transport import local as _local
+from . import maestro as _m
+from .compute import Charge, roofline_of
+from .network import Network
+from .transport import Cluster, VirtualTransport
+
+
+@dataclass
+class Run:
+    """What a virtual run gives back."""
+
+    results: list  # each rank's return value, rank order
+    elapsed: float  # virtual seconds until the last rank (and its streams) finished
+    clocks: list[float]  # each rank's virtual time when it returned
+    topology: Topology
+    roofline: Roofline
+    spans: list = field(repr=False, default_factory=list)  # [rank, "compute"|"comm"|"stream", start, end]
+    flops: list[float] = field(repr=False, default_factory=list)  # counted per rank
+    stats: dict = field(default_factory=dict)  # flows, bytes, switches, wall seconds
+
+
+def topology_of(cluster_: str | Topology, nodes: int = 1, degrade: dict | None = None, **kw) -> Topology:
+    """The cluster of a run: a :class:`Topology`, or a node kind / preset name with ``nodes`` and
+    :func:`~mycollectives.topology.cluster`'s keywords; then ``degrade`` slows links (see :func:`run`)."""
+    if not isinstance(nodes, numbers.Integral) or isinstance(nodes, bool) or nodes < 1:
+        raise ValueError(f"virtual.run: argument 'nodes' must be a positive int, got {nodes!r}")
+    if isinstance(cluster_, Topology):
+        if nodes != 1 or kw:
+            raise ValueError(
+                "virtual.run: give nodes= and cluster keywords with a node name, not with a Topology"
+            )
+        topo = cluster_
+    elif isinstance(cluster_, str) and cluster_ in NODES:
+        topo = cluster(cluster_, nodes=nodes, **kw)
+    elif isinstance(cluster_, str) and cluster_ in PRESETS:
+        if nodes != 1 or kw:
+            raise ValueError(
+                f"virtual.run: preset {cluster_!r} is one node; for nodes= use one of {tuple(NODES)}"
+            )
+        topo = PRESETS[cluster_]()
+    else:
+        raise ValueError(
+            f"virtual.run: argument 'cluster' must be a Topology or one of {tuple(NODES) + tuple(PRESETS)}, "
+            f"got {cluster_!r}"
+        )
+    return degraded(topo, degrade) if degrade else topo
+
+
+def degraded(topo: Topology, degrade: dict) -> Topology:
+    """``topo`` with links slowed: ``{link: factor}`` (an index into ``topo.link_src``) or
+    ``{(u, v): factor}`` (the cable between vertices ``u`` and ``v``, by index or name, both ways)."""
+    bw = topo.link_bw.copy()
+    for key, factor in degrade.items():
+        if not isinstance(factor, numbers.Real) or not factor >= 1 or not math.isfinite(factor):
+            raise ValueError(
+                f"virtual.run: degrade factor for {key!r} must be a finite number >= 1, got {factor!r}"
+            )
+        if isinstance(key, numbers.Integral) and 0 <= key < topo.num_links:
+            hit = np.array([int(key)])
+        elif isinstance(key, tuple) and len(key) == 2:
+            u, v = (topo.names.index(x) if isinstance(x, str) and x in topo.names else x for x in key)
+            hit = np.flatnonzero(
+                ((topo.link_src == u) & (topo.link_dst == v)) | ((topo.link_src == v) & (topo.link_dst == u))
+            )
+        else:
+            hit = np.zeros(0, np.int64)
+        if not len(hit):
+            raise ValueError(f"virtual.run: degrade key {key!r} names no link of {topo.name}")
+        bw[hit] /= factor
+    return replace(topo, link_bw=bw)
+
+
+def _check_slow(slow, p: int) -> dict[int, float]:
+    slow = dict(slow or {})
+    for r, f in slow.items():
+        if not isinstance(r, numbers.Integral) or not 0 <= r < p:
+            raise ValueError(f"virtual.run: slow= names rank {r!r}; ranks are 0..{p - 1}")
+        if not isinstance(f, numbers.Real) or not f > 0 or not math.isfinite(f):
+            raise ValueError(f"virtual.run: slow factor of rank {r} must be a finite number > 0, got {f!r}")
+    return {int(r): float(f) for r, f in slow.items()}
+
+
+def _hooks(setup, dist: bool) -> list:
+    hooks = list(setup or ())
+    if dist:
+        try:
+            torchpg = importlib.import_module("mycollectives.torchpg")
+        except ImportError as e:
+            raise ValueError(
+                "virtual.run(dist=True) needs mycollectives.torchpg (torch.distributed on a run)"
+            ) from e
+        hooks.append(torchpg.setup)
+    for h in hooks:
+        if not callable(h):
+            raise TypeError(f"virtual.run: every setup= hook must be callable(rank, world_size), got {h!r}")
+    return hooks
+
+
+def run(
+    fn: Callable,
+    cluster: str | Topology = "dgx_h100",
+    nodes: int = 1,
+    args: Sequence = (),
+    *,
+    slow: dict | None = None,
+    degrade: dict | None = None,
+    protocol: str = "simple",
+    world_size: int | None = None,
+    setup: Sequence[Callable] = (),
+    dist: bool = False,
+    timeout: float | None = None,
+    **cluster_kw,
+) -> Run:
+    """Run ``fn(rank, *args)`` on every GPU of ``cluster`` in virtual time; see :mod:`mycollectives.virtual`."""
+    if not callable(fn):
+        raise TypeError(f"virtual.run: argument 'fn' must be callable, got {fn!r}")
+    topo = topology_of(cluster, nodes, degrade, **cluster_kw)
+    p = topo.num_gpus if world_size is None else world_size
+    if not isinstance(p, numbers.Integral) or isinstance(p, bool) or not 1 <= p <= topo.num_gpus:
+        raise ValueError(f"virtual.run: world_size must be an int in 1..{topo.num_gpus}, got {world_size!r}")
+    slow, hooks = _check_slow(slow, p), _hooks(setup, dist)
+    wall = float(timeout or os.environ.get("MYCOLLECTIVES_TIMEOUT", 600.0))
+    roof = roofline_of(topo)
+    net = Network(LinkModel(topo, protocol))
+    maestro = _m.Maestro(net, wall)
+    world = Cluster(maestro, net, wall, p)
+    results: list = [None] * p
+    charges: list = [None] * p
+
+    def body(actor: _m.Actor) -> None:
+        r = actor.rank
+        t = VirtualTransport(world, tuple(range(p)), r, local_size=topo.gpus_per_node)
+        charges[r] = actor.state["charge"] = Charge(actor, roof, slow.get(r, 1.0), world.span)
+        _local._current.transport = t
+        try:
+            with contextlib.ExitStack() as stack:
+                for h in hooks:
+                    cm = h(r, p)
+                    if cm is not None:
+                        stack.enter_context(cm)
+                with charges[r]:
+                    results[r] = fn(r, *args)
+        finally:
+            _local._current.transport = None
+
+    actors = [maestro.spawn(r, f"rank {r}", r, body) for r in range(p)]
+    t0 = time.perf_counter()
+    maestro.start()
+    _raise_first(maestro, topo)
+    clocks = [a.clock for a in actors]
+    stats = {
+        "flows": net.flows,
+        "bytes": net.bytes,
+        "switches": maestro.switches,
+        "wall_s": time.perf_counter() - t0,
+    }
+    return Run(
+        results,
+        max(a.clock for a in maestro.actors),
+        clocks,
+        topo,
+        roof,
+        world.spans,
+        [c.flops if c is not None else 0.0 for c in charges],
+        stats,
+    )
+
+
+def _raise_first(maestro: _m.Maestro, topo: Topology) -> None:
+    if maestro.failed:
+        actor, first = maestro.failed[0]
+        first.add_note(
+            f"(raised on rank {actor.rank} of a virtual run on {topo.name}, {len(maestro.actors)} actors)"
+        )
+        raise first

@@ -1,0 +1,102 @@
+"""Communication streams: ``async_op=True`` collectives progress while the rank computes.
+
+Each transport of a rank has a :class:`StreamLane` (the API asks the
+transport for its lane, ``api/work.py``). A blocking collective runs at once
+in the rank's own thread when the stream has nothing queued and has caught
+up with the rank's clock; otherwise it, like every async collective, goes
+to the stream: an actor with a clock of its own that runs the lane's calls
+in order (FIFO), each starting no earlier than the rank posted it. The
+rank's clock meanwhile goes on with compute; ``work.wait()`` joins the two:
+the rank's clock becomes the later of its own and the call's end. That is
+what a CUDA stream running NCCL kernels beside the compute stream does.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import torch
+
+from ..api.work import Work
+from . import maestro as _m
+from .compute import paused
+
+
+class StreamWork(Work):
+    """What an async collective returns on the virtual cluster: ``wait()`` joins the stream in virtual time."""
+
+    def __init__(self, outputs, activity: _m.Activity, maestro: _m.Maestro):
+        super().__init__(outputs)
+        self.activity, self._maestro = activity, maestro
+
+    def wait(self, timeout=None) -> bool:
+        self._maestro.wait(_m.current(), self.activity)
+        if self._error is not None:
+            raise self._error
+        return True
+
+    def is_completed(self) -> bool:
+        actor = _m.current_or_none()
+        at = self.activity.done_at
+        return at is not None and (actor is None or at <= actor.clock)
+
+
+class StreamLane:
+    """The calls of one transport on one rank, in order (see the module)."""
+
+    def __init__(self, transport):
+        self.t, self.cluster = transport, transport.cluster
+        self.queue: collections.deque = collections.deque()
+        self.busy_until = 0.0  # virtual time the stream's last call ended
+        self.pending = 0
+        self.actor: _m.Actor | None = None
+        self.avail: _m.Activity | None = None
+
+    def run(self, job, async_op: bool, outputs=()):
+        me = _m.current()
+        maestro = self.cluster.maestro
+        if not async_op and self.pending == 0 and self.busy_until <= me.clock:
+            start = me.clock
+            with paused():
+                job()
+            self.cluster.span(me.rank, "comm", start, me.clock)
+            return None
+        work = StreamWork(outputs, _m.Activity(f"wait for its stream (rank {me.rank})"), maestro)
+        self.pending += 1
+        self.queue.append((job, work, me.clock))
+        if self.actor is None:
+            self.actor = maestro.spawn(
+                self.cluster.new_id(), f"stream of rank {me.rank}", me.rank, self._serve, me.clock
+            )
+        elif self.avail is not None:
+            avail, self.avail = self.avail, None
+            self.actor.idle = False
+            maestro.fire(avail, me.clock)
+        if async_op:
+            return work
+        work.wait()
+        return None
+
+    def _serve(self, actor: _m.Actor) -> None:
+        maestro = self.cluster.maestro
+        while True:
+            if not self.queue:
+                actor.idle = True
+                self.avail = _m.Activity("nothing (idle stream)")
+                maestro.wait(actor, self.avail)
+                actor.idle = False
+            job, work, posted = self.queue.popleft()
+            actor.clock = max(actor.clock, posted)
+            start, error = actor.clock, None
+            try:
+                with torch.no_grad(), paused():
+                    job()
+            except _m.Aborted:
+                raise
+            except BaseException as e:  # noqa: BLE001 - handed to whoever waits on the work
+                error = e
+            self.pending -= 1
+            self.busy_until = actor.clock
+            self.cluster.span(actor.rank, "stream", start, actor.clock)
+            work._finish(error)
+            maestro.fire(work.activity, actor.clock)

@@ -1,0 +1,242 @@
+"""One rank's end of the virtual cluster: real tensors, virtual time.
+
+A :class:`VirtualTransport` implements the package's transport protocol
+(``transport/base.py``). A send copies the tensor at once (as the local
+world does) and starts a flow on the network; the receive completes when
+the flow has arrived and the receive is posted, and the data lands in the
+receiver's tensor then. Messages from one sender with one tag match
+receives in order, within one *namespace* (the world, or a subgroup).
+
+A collective's messages are priced as the round simulator prices them:
+before running a schedule the executor calls :meth:`VirtualTransport.begin`,
+which charges the protocol's base latency once and looks up every round's
+latency (the step latency of the slowest link class the round crosses);
+each message of round ``r`` then waits that latency before its bytes
+flow. The package's argument check (the handshake before a call) is
+bookkeeping that NCCL does not do: its messages cost no virtual time.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import torch
+
+from ..schedule import Round
+from ..sim.engine import _messages
+from ..transport.base import COLLECTIVE_TAG, Label, Message
+from . import maestro as _m
+from .compute import paused
+
+_FREE = "(argument check)"
+MAX_SPANS = 200_000
+
+
+class Cluster:
+    """What the ranks of a run share: scheduler, network, mailboxes, per-schedule latencies."""
+
+    def __init__(self, maestro: _m.Maestro, net, timeout: float, world_size: int):
+        self.maestro, self.net, self.timeout, self.world_size = maestro, net, timeout, world_size
+        self.sends: dict[tuple, collections.deque] = collections.defaultdict(collections.deque)
+        self.recvs: dict[tuple, collections.deque] = collections.defaultdict(collections.deque)
+        self.latencies: dict[tuple, tuple] = {}
+        self.spans: list[list] = []  # [rank, lane, start, end]: what each rank's compute and streams did
+        self._last: dict[tuple, list] = {}
+        self._ids = 0
+
+    def new_id(self) -> int:
+        """An actor id after the ranks' (streams are numbered in the order they start)."""
+        self._ids += 1
+        return self.world_size + self._ids
+
+    def span(self, rank: int, lane: str, start: float, end: float) -> None:
+        """Record that ``rank``'s ``lane`` was busy from ``start`` to ``end`` (merged with the one before)."""
+        if end <= start:
+            return
+        last = self._last.get((rank, lane))
+        if last is not None and last[3] == start:
+            last[3] = end
+        elif len(self.spans) < MAX_SPANS:
+            last = self._last[(rank, lane)] = [rank, lane, start, end]
+            self.spans.append(last)
+
+    def round_latencies(self, schedule, gpus: tuple) -> list[float]:
+        """Each round's latency of ``schedule`` run by ``gpus``, as :func:`~mycollectives.sim.simulate` prices it."""
+        key = (id(schedule), gpus)
+        hit = self.latencies.get(key)
+        if hit is None or hit[0] is not schedule:
+            where = np.asarray(gpus)
+            lat = []
+            for rnd in schedule.rounds:
+                src, dst, _ = _messages(rnd, len(gpus), 1) if isinstance(rnd, Round) else rnd
+                lat.append(self.net.model.round_latency(where[src], where[dst]) if len(src) else 0.0)
+            hit = self.latencies[key] = (schedule, lat)
+        return hit[1]
+
+
+class _Letter:
+    __slots__ = ("data", "arrived", "recv")
+
+    def __init__(self, data: torch.Tensor, arrived: _m.Activity):
+        self.data, self.arrived, self.recv = data, arrived, None
+
+
+class VirtualWork:
+    """A send or receive in flight; ``wait()`` is a simcall."""
+
+    def __init__(self, transport: VirtualTransport, activity: _m.Activity, letter: _Letter | None = None):
+        self.t, self.activity, self.letter = transport, activity, letter
+        self.tensor: torch.Tensor | None = None
+
+    def is_completed(self) -> bool:
+        return self.activity.done_at is not None and self.activity.done_at <= _clock()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        actor = _m.current()
+        self.t.cluster.maestro.wait(actor, self.activity)
+        if self.tensor is not None and self.letter is not None:  # a receive: its data lands now
+            with paused(), torch.no_grad():
+                self.tensor.view(-1).copy_(self.letter.data.view(-1))
+            self.letter, self.tensor = None, None
+        return True
+
+
+def _clock() -> float:
+    actor = _m.current_or_none()
+    return actor.clock if actor is not None else float("inf")
+
+
+class VirtualTransport:
+    """Rank ``rank`` of a namespace whose ranks are the GPUs ``gpus`` of the cluster (see the module)."""
+
+    local = True  # ranks are threads of one process
+
+    def __init__(self, cluster: Cluster, gpus: tuple[int, ...], rank: int, namespace=(), local_size=None):
+        self.cluster, self.gpus, self.rank, self.namespace = cluster, tuple(gpus), rank, namespace
+        self.world_size = len(self.gpus)
+        self.device = torch.device("cpu")
+        self.local_size = local_size
+        self._made: collections.Counter = collections.Counter()
+
+    @property
+    def timeout(self) -> float:
+        return self.cluster.timeout
+
+    def __repr__(self) -> str:
+        return f"VirtualTransport(rank {self.rank} of {self.world_size}, GPUs {self.gpus[:4]}...)"
+
+    def group_rank(self, rank: int) -> int:
+        return rank
+
+    def subgroup(self, ranks) -> VirtualTransport | None:
+        """A transport for ``ranks`` (ranks of this group), numbered ``0..len(ranks)-1`` in that order,
+        with messages of its own; None on a rank outside it. Every rank of this group must make the
+        same subgroups in the same order (as ``torch.distributed.new_group``)."""
+        ranks = tuple(int(r) for r in ranks)
+        if len(set(ranks)) != len(ranks) or not all(0 <= r < self.world_size for r in ranks):
+            raise ValueError(
+                f"subgroup on rank {self.rank}: ranks {ranks} must be distinct ranks of a group of {self.world_size}"
+            )
+        gpus = tuple(self.gpus[r] for r in ranks)
+        self._made[gpus] += 1
+        if self.rank not in ranks:
+            return None
+        ns = (*self.namespace, (gpus, self._made[gpus]))
+        return VirtualTransport(self.cluster, gpus, ranks.index(self.rank), ns, self.local_size)
+
+    def new_lane(self):
+        from .streams import StreamLane
+
+        return StreamLane(self)
+
+    # --- the executor's hook -------------------------------------------------
+
+    def begin(self, schedule, label: str = "") -> None:
+        """A schedule starts on this rank: charge the base latency, look up the rounds' latencies."""
+        actor = _m.current()
+        free = _FREE in label
+        actor.state["free"] = free
+        if not free:
+            actor.state["rounds"] = self.cluster.round_latencies(schedule, self.gpus)
+            actor.clock += self.cluster.net.model.base_latency
+
+    # --- messages -------------------------------------------------------------
+
+    def isend(self, tensor, dst, tag=0, label=None, pieces=(), latency=None):
+        actor = _m.current()
+        maestro = self.cluster.maestro
+        maestro.sync(actor)
+        with paused():
+            data = tensor.detach().clone()
+        arrived = _m.Activity(f"send to rank {dst}")
+        nbytes = tensor.numel() * tensor.element_size()
+        src_gpu, dst_gpu = self.gpus[self.rank], self.gpus[dst]
+        if latency is None:
+            latency = self.cluster.net.p2p_latency(src_gpu, dst_gpu)
+        if latency < 0:  # free: arrives at once
+            maestro.fire(arrived, maestro.now)
+        else:
+            self.cluster.net.post(src_gpu, dst_gpu, nbytes, latency, arrived, maestro)
+        letter = _Letter(data, arrived)
+        key = (self.namespace, self.rank, dst, tag)
+        waiting = self.cluster.recvs[key]
+        if waiting:
+            waiting.popleft().letter = letter
+        else:
+            self.cluster.sends[key].append(letter)
+        return VirtualWork(self, arrived)
+
+    def irecv(self, tensor, src, tag=0, label=None):
+        actor = _m.current()
+        self.cluster.maestro.sync(actor)
+        key = (self.namespace, src, self.rank, tag)
+        box = self.cluster.sends[key]
+        done = _m.Activity(f"receive from rank {src}" + (f" ({label.collective})" if label else ""))
+        work = VirtualWork(self, done)
+        work.tensor = tensor
+        if box:
+            work.letter = box.popleft()
+            self._chain(work)
+        else:
+            self.cluster.recvs[key].append(_Pending(self, work))
+        return work
+
+    def _chain(self, work: VirtualWork) -> None:
+        """The receive is matched: done when its letter has arrived (or now, if it has)."""
+        arrived = work.letter.arrived
+        maestro = self.cluster.maestro
+        if arrived.done_at is not None:
+            maestro.fire(work.activity, max(arrived.done_at, maestro.now))
+        else:
+            arrived.then.append(lambda at: maestro.fire(work.activity, at))
+
+    def exchange(self, sends: list[Message], recvs: list[Message], label: Label):
+        actor = _m.current()
+        state = actor.state
+        if state.get("free"):
+            lat = -1.0
+        else:
+            rounds = state.get("rounds")
+            lat = rounds[label.round] if rounds is not None and 0 <= label.round < len(rounds) else None
+        recv_works = [self.irecv(m.tensor, m.peer, COLLECTIVE_TAG, label) for m in recvs]
+        send_works = [self.isend(m.tensor, m.peer, COLLECTIVE_TAG, label, m.pieces, lat) for m in sends]
+        return send_works, recv_works
+
+
+class _Pending:
+    """A receive posted before its message: matched when the send comes."""
+
+    __slots__ = ("t", "work")
+
+    def __init__(self, t: VirtualTransport, work: VirtualWork):
+        self.t, self.work = t, work
+
+    @property
+    def letter(self):
+        return self.work.letter
+
+    @letter.setter
+    def letter(self, letter: _Letter) -> None:
+        self.work.letter = letter
+        self.t._chain(self.work)
