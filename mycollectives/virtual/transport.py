@@ -76,29 +76,36 @@ class Cluster:
 
 
 class _Letter:
-    __slots__ = ("data", "arrived", "recv")
+    """A message: the sender's tensor until it arrives, then delivered (or held as a copy until matched)."""
 
-    def __init__(self, data: torch.Tensor, arrived: _m.Activity):
-        self.data, self.arrived, self.recv = data, arrived, None
+    __slots__ = ("src", "data", "arrived", "work")
+
+    def __init__(self, src: torch.Tensor, arrived: _m.Activity):
+        self.src, self.data, self.arrived, self.work = src, None, arrived, None
+
+    def arrive(self, at: float) -> None:
+        with paused(), torch.no_grad():
+            if self.work is not None:  # its receive is posted: the bytes land in place
+                self.work.land(self.src)
+            else:
+                self.data = self.src.clone()
+        self.src = None
 
 
 class VirtualWork:
     """A send or receive in flight; ``wait()`` is a simcall."""
 
-    def __init__(self, transport: VirtualTransport, activity: _m.Activity, letter: _Letter | None = None):
-        self.t, self.activity, self.letter = transport, activity, letter
-        self.tensor: torch.Tensor | None = None
+    def __init__(self, transport: VirtualTransport, activity: _m.Activity, tensor: torch.Tensor | None = None):
+        self.t, self.activity, self.tensor = transport, activity, tensor
+
+    def land(self, data: torch.Tensor) -> None:
+        self.tensor.view(-1).copy_(data.view(-1))
 
     def is_completed(self) -> bool:
         return self.activity.done_at is not None and self.activity.done_at <= _clock()
 
     def wait(self, timeout: float | None = None) -> bool:
-        actor = _m.current()
-        self.t.cluster.maestro.wait(actor, self.activity)
-        if self.tensor is not None and self.letter is not None:  # a receive: its data lands now
-            with paused(), torch.no_grad():
-                self.tensor.view(-1).copy_(self.letter.data.view(-1))
-            self.letter, self.tensor = None, None
+        self.t.cluster.maestro.wait(_m.current(), self.activity)
         return True
 
 
@@ -167,9 +174,15 @@ class VirtualTransport:
         actor = _m.current()
         maestro = self.cluster.maestro
         maestro.sync(actor)
-        with paused():
-            data = tensor.detach().clone()
-        arrived = _m.Activity(f"send to rank {dst}")
+        arrived = _m.Activity(f"send to rank {dst}")  # its what names the peer for errors
+        letter = _Letter(tensor.detach(), arrived)
+        arrived.then.append(letter.arrive)
+        key = (self.namespace, self.rank, dst, tag)
+        waiting = self.cluster.recvs[key]
+        if waiting:
+            self._match(waiting.popleft(), letter)
+        else:
+            self.cluster.sends[key].append(letter)
         nbytes = tensor.numel() * tensor.element_size()
         src_gpu, dst_gpu = self.gpus[self.rank], self.gpus[dst]
         if latency is None:
@@ -178,13 +191,6 @@ class VirtualTransport:
             maestro.fire(arrived, maestro.now)
         else:
             self.cluster.net.post(src_gpu, dst_gpu, nbytes, latency, arrived, maestro)
-        letter = _Letter(data, arrived)
-        key = (self.namespace, self.rank, dst, tag)
-        waiting = self.cluster.recvs[key]
-        if waiting:
-            waiting.popleft().letter = letter
-        else:
-            self.cluster.sends[key].append(letter)
         return VirtualWork(self, arrived)
 
     def irecv(self, tensor, src, tag=0, label=None):
@@ -193,23 +199,30 @@ class VirtualTransport:
         key = (self.namespace, src, self.rank, tag)
         box = self.cluster.sends[key]
         done = _m.Activity(f"receive from rank {src}" + (f" ({label.collective})" if label else ""))
-        work = VirtualWork(self, done)
-        work.tensor = tensor
+        work = VirtualWork(self, done, tensor)
         if box:
-            work.letter = box.popleft()
-            self._chain(work)
+            self._match(work, box.popleft())
         else:
-            self.cluster.recvs[key].append(_Pending(self, work))
+            self.cluster.recvs[key].append(work)
         return work
 
-    def _chain(self, work: VirtualWork) -> None:
-        """The receive is matched: done when its letter has arrived (or now, if it has)."""
-        arrived = work.letter.arrived
+    def _match(self, work: VirtualWork, letter: _Letter) -> None:
+        """A receive meets its message: done when the message has arrived (now, if it has)."""
+        have = (letter.src if letter.src is not None else letter.data).numel()
+        if have != work.tensor.numel():
+            raise ValueError(
+                f"rank {work.t.rank}: a message of {have} elements met a receive of {work.tensor.numel()} "
+                f"(from rank {letter.arrived.what})"
+            )
+        letter.work = work
         maestro = self.cluster.maestro
-        if arrived.done_at is not None:
-            maestro.fire(work.activity, max(arrived.done_at, maestro.now))
+        if letter.arrived.done_at is not None:
+            with paused(), torch.no_grad():
+                work.land(letter.data)
+            letter.data = None
+            maestro.fire(work.activity, max(letter.arrived.done_at, maestro.now))
         else:
-            arrived.then.append(lambda at: maestro.fire(work.activity, at))
+            letter.arrived.then.append(lambda at: maestro.fire(work.activity, at))
 
     def exchange(self, sends: list[Message], recvs: list[Message], label: Label):
         actor = _m.current()
@@ -222,21 +235,3 @@ class VirtualTransport:
         recv_works = [self.irecv(m.tensor, m.peer, COLLECTIVE_TAG, label) for m in recvs]
         send_works = [self.isend(m.tensor, m.peer, COLLECTIVE_TAG, label, m.pieces, lat) for m in sends]
         return send_works, recv_works
-
-
-class _Pending:
-    """A receive posted before its message: matched when the send comes."""
-
-    __slots__ = ("t", "work")
-
-    def __init__(self, t: VirtualTransport, work: VirtualWork):
-        self.t, self.work = t, work
-
-    @property
-    def letter(self):
-        return self.work.letter
-
-    @letter.setter
-    def letter(self, letter: _Letter) -> None:
-        self.work.letter = letter
-        self.t._chain(self.work)
