@@ -8,7 +8,9 @@ plus its outputs (the minimum traffic, as chapter 1's roofline counts it),
 and advances the rank's clock by ``max(flops / peak, bytes / hbm, KERNEL_FLOOR)``
 (chapter 1's roofline, ``williams2009roofline``; :class:`~mycollectives.memory.roofline.Roofline`).
 The op itself runs on the CPU, so results are real. Views, ``empty`` and
-reading a scalar move nothing and cost nothing; the package's own
+reading a scalar move nothing and cost nothing, nor does making a tensor's
+first values (``ones``, ``zeros``, ``rand``, ``arange``: the data's set-up);
+filling an existing one (``fill_``, ``zero_``) is charged. The package's own
 collectives are priced by the network, not here.
 
 Every op is charged at the GPU's dense 16-bit tensor-core peak whatever the
@@ -45,17 +47,16 @@ GPU_ROOFLINES = {
     "GB200": Roofline(2500 * TFLOPS, 8000 * GB, "GB200 (bf16 dense)"),
 }
 
-_FREE_OPS = {
-    "aten::empty",
-    "aten::empty_like",
-    "aten::empty_strided",
-    "aten::detach",
-    "aten::_local_scalar_dense",
-    "aten::lift_fresh",
-    "aten::alias",
-    "aten::set_",
-    "aten::resize_",
-}
+# Ops that cost nothing: making a tensor's first values (the data's set-up, done once, not a step's work;
+# filling an existing tensor, ``fill_`` or ``zero_``, is a kernel and is charged), and ops that move no data.
+_FREE_OPS = frozenset(
+    "aten::" + name
+    for name in (
+        "empty empty_like empty_strided ones ones_like zeros zeros_like full full_like rand rand_like randn "
+        "randn_like randint randint_like randperm arange linspace eye scalar_tensor lift_fresh detach alias "
+        "_local_scalar_dense set_ resize_"
+    ).split()
+)
 
 _here = threading.local()
 
@@ -99,7 +100,7 @@ class Charge(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        if getattr(_here, "paused", 0) or func.is_view or func.name() in _FREE_OPS:
+        if getattr(_here, "paused", 0) or func.is_view or func.name().split(".")[0] in _FREE_OPS:
             return out
         packet = func._overloadpacket
         fn = flop_registry.get(packet)

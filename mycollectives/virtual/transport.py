@@ -41,6 +41,7 @@ class Cluster:
         self.sends: dict[tuple, collections.deque] = collections.defaultdict(collections.deque)
         self.recvs: dict[tuple, collections.deque] = collections.defaultdict(collections.deque)
         self.latencies: dict[tuple, tuple] = {}
+        self.calls: dict[tuple, _Call] = {}
         self.spans: list[list] = []  # [rank, lane, start, end]: what each rank's compute and streams did
         self._last: dict[tuple, list] = {}
         self._ids = 0
@@ -61,18 +62,52 @@ class Cluster:
             last = self._last[(rank, lane)] = [rank, lane, start, end]
             self.spans.append(last)
 
-    def round_latencies(self, schedule, gpus: tuple) -> list[float]:
-        """Each round's latency of ``schedule`` run by ``gpus``, as :func:`~mycollectives.sim.simulate` prices it."""
+    def rounds(self, schedule, gpus: tuple) -> tuple[list[float], list[int]]:
+        """Each round's latency of ``schedule`` run by ``gpus`` (as :func:`~mycollectives.sim.simulate`
+        prices it) and its number of messages."""
         key = (id(schedule), gpus)
         hit = self.latencies.get(key)
         if hit is None or hit[0] is not schedule:
             where = np.asarray(gpus)
-            lat = []
+            lat, count = [], []
             for rnd in schedule.rounds:
                 src, dst, _ = _messages(rnd, len(gpus), 1) if isinstance(rnd, Round) else rnd
                 lat.append(self.net.model.round_latency(where[src], where[dst]) if len(src) else 0.0)
-            hit = self.latencies[key] = (schedule, lat)
-        return hit[1]
+                count.append(len(src))
+            hit = self.latencies[key] = (schedule, lat, count)
+        return hit[1], hit[2]
+
+    def call(self, key: tuple, counts: list[int], size: int) -> _Call:
+        """The shared state of one collective call (the ``key``-th call of a group), made by its first rank."""
+        call = self.calls.get(key)
+        if call is None:
+            call = self.calls[key] = _Call(counts, self.maestro)
+        call.begun += 1
+        if call.begun == size:  # every rank has it: forget it here
+            del self.calls[key]
+        return call
+
+
+class _Call:
+    """One collective call's rounds, in step: round ``r`` ends when all its messages have arrived,
+    and no rank starts round ``r + 1`` before (the meaning of a round, ``schedule.py``)."""
+
+    def __init__(self, counts: list[int], maestro: _m.Maestro):
+        self.left, self.maestro, self.begun = list(counts), maestro, 0
+        self.ends = [_m.Activity(f"round {r} to end") for r in range(len(counts))]
+        self._close(-1, maestro.now)
+
+    def arrived(self, r: int, at: float) -> None:
+        self.left[r] -= 1
+        if self.left[r] == 0:
+            self._close(r, at)
+
+    def _close(self, r: int, at: float) -> None:
+        if r >= 0:
+            self.maestro.fire(self.ends[r], at)
+        while r + 1 < len(self.left) and self.left[r + 1] == 0:  # rounds without messages end with the one before
+            r += 1
+            self.maestro.fire(self.ends[r], at)
 
 
 class _Letter:
@@ -125,6 +160,7 @@ class VirtualTransport:
         self.device = torch.device("cpu")
         self.local_size = local_size
         self._made: collections.Counter = collections.Counter()
+        self._calls = 0
 
     @property
     def timeout(self) -> float:
@@ -162,21 +198,26 @@ class VirtualTransport:
     def begin(self, schedule, label: str = "") -> None:
         """A schedule starts on this rank: charge the base latency, look up the rounds' latencies."""
         actor = _m.current()
-        free = _FREE in label
-        actor.state["free"] = free
+        state = actor.state
+        state["free"] = free = _FREE in label
         if not free:
-            actor.state["rounds"] = self.cluster.round_latencies(schedule, self.gpus)
+            state["rounds"], counts = self.cluster.rounds(schedule, self.gpus)
+            self._calls += 1
+            state["call"] = self.cluster.call((self.namespace, self._calls), counts, self.world_size)
             actor.clock += self.cluster.net.model.base_latency
 
     # --- messages -------------------------------------------------------------
 
-    def isend(self, tensor, dst, tag=0, label=None, pieces=(), latency=None):
+    def isend(self, tensor, dst, tag=0, label=None, pieces=(), latency=None, round_of=None):
         actor = _m.current()
         maestro = self.cluster.maestro
         maestro.sync(actor)
         arrived = _m.Activity(f"send to rank {dst}")  # its what names the peer for errors
         letter = _Letter(tensor.detach(), arrived)
         arrived.then.append(letter.arrive)
+        if round_of:
+            call, r = round_of
+            arrived.then.append(lambda at: call.arrived(r, at))
         key = (self.namespace, self.rank, dst, tag)
         waiting = self.cluster.recvs[key]
         if waiting:
@@ -227,11 +268,15 @@ class VirtualTransport:
     def exchange(self, sends: list[Message], recvs: list[Message], label: Label):
         actor = _m.current()
         state = actor.state
+        r, lat, call = label.round, None, None
         if state.get("free"):
             lat = -1.0
-        else:
-            rounds = state.get("rounds")
-            lat = rounds[label.round] if rounds is not None and 0 <= label.round < len(rounds) else None
+        elif state.get("rounds") is not None and 0 <= r < len(state["rounds"]):
+            lat, call = state["rounds"][r], state["call"]
+            if r > 0:
+                self.cluster.maestro.wait(actor, call.ends[r - 1])
         recv_works = [self.irecv(m.tensor, m.peer, COLLECTIVE_TAG, label) for m in recvs]
-        send_works = [self.isend(m.tensor, m.peer, COLLECTIVE_TAG, label, m.pieces, lat) for m in sends]
+        send_works = [
+            self.isend(m.tensor, m.peer, COLLECTIVE_TAG, label, m.pieces, lat, call and (call, r)) for m in sends
+        ]
         return send_works, recv_works

@@ -1,5 +1,86 @@
-"""Placeholder."""
+"""The virtual cluster against the round simulator: one model, two engines, one answer.
+
+:func:`agreement` runs each collective alone on the virtual cluster (real
+data, every rank a thread, flows in virtual time) and with
+:func:`mycollectives.sim.simulate` on the same topology, and returns both
+times. Where every rank runs each round in step, the two engines compute
+the same thing; where the virtual ranks get out of step (a tree's pipelined
+segments) the virtual run may finish a little earlier, since it starts a
+round on a rank as soon as that rank's own messages are in, without waiting
+for the whole round.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..collectives import record
+from ..sim import simulate
+from .maestro import current
+from .runner import run, topology_of
+
+# Each collective's tensors for nccl-tests' size of ``n`` float32 elements per rank's block on ``p`` ranks,
+# and the call.
+_CALLS = {
+    "all_reduce": (lambda n, p: (torch.ones(n),), lambda mc, alg, x: mc.all_reduce(x, algorithm=alg)),
+    "broadcast": (lambda n, p: (torch.ones(n),), lambda mc, alg, x: mc.broadcast(x, src=0, algorithm=alg)),
+    "all_gather": (
+        lambda n, p: (torch.empty(n * p), torch.ones(n)),
+        lambda mc, alg, out, x: mc.all_gather_into_tensor(out, x, algorithm=alg),
+    ),
+    "reduce_scatter": (
+        lambda n, p: (torch.empty(n), torch.ones(n * p)),
+        lambda mc, alg, out, x: mc.reduce_scatter_tensor(out, x, algorithm=alg),
+    ),
+}
 
 
-def agreement(*a, **k):
-    raise NotImplementedError
+def _one(rank: int, collective: str, count: int, p: int, algorithm: str) -> float:
+    import mycollectives as mc
+
+    make, call = _CALLS[collective]
+    with torch.no_grad():
+        tensors = make(count, p)
+        t0 = current().clock
+        call(mc, algorithm, *tensors)
+        return current().clock - t0
+
+
+def agreement(
+    collective: str = "all_reduce",
+    algorithms=("ring", "double_binary_tree", "recursive_doubling", "hierarchical"),
+    sizes=(1 << 16, 1 << 20, 1 << 24),
+    nodes=(1, 2),
+    cluster: str = "dgx_h100",
+    protocol: str = "simple",
+    timeout: float = 300.0,
+) -> list[dict]:
+    """One row per (nodes, algorithm, size): the virtual and simulated times (seconds) and their ratio.
+
+    ``sizes`` are nccl-tests' ``size`` in bytes of float32. The virtual time is
+    the slowest rank's clock across the call.
+    """
+    if collective not in _CALLS:
+        raise ValueError(f"agreement: collective must be one of {tuple(_CALLS)}, got {collective!r}")
+    rows = []
+    for n in nodes:
+        for alg in algorithms:
+            for size in sizes:
+                topo = topology_of(cluster, n)
+                p = topo.num_gpus
+                spec = record(collective).spec(p, size, 4)
+                r = run(_one, topo, 1, (collective, spec.count, p, alg), protocol=protocol, timeout=timeout)
+                virt = max(r.results)
+                sim = simulate(collective, alg, size, topo, protocol=protocol, local_size=topo.gpus_per_node).time_s
+                rows.append(
+                    {
+                        "nodes": n,
+                        "ranks": p,
+                        "algorithm": alg,
+                        "bytes": size,
+                        "virtual_s": virt,
+                        "simulated_s": sim,
+                        "ratio": virt / sim,
+                    }
+                )
+    return rows

@@ -1,0 +1,245 @@
+"""The virtual cluster (mycollectives.virtual): agreement with the round simulator, determinism,
+streams and overlap, stragglers, compute by FLOPs and by torch ops, errors, and the book's lessons."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import mycollectives as mc
+from mycollectives import virtual
+from mycollectives.errors import DeadlockError
+from mycollectives.sim import simulate
+from mycollectives.topology import cluster
+
+T = 120  # wall-clock guard of every run, seconds
+MiB = 1 << 20
+
+
+def _timed(rank, nbytes, algorithm):
+    x = torch.full((nbytes // 4,), float(rank + 1))
+    t0 = virtual.clock()
+    mc.all_reduce(x, algorithm=algorithm)
+    return virtual.clock() - t0, x[:2].tolist()
+
+
+@pytest.mark.parametrize("nodes", [1, 2, 4])
+@pytest.mark.parametrize("algorithm", ["ring", "double_binary_tree", "recursive_doubling", "hierarchical"])
+@pytest.mark.parametrize("nbytes", [64 << 10, 4 * MiB])
+def test_all_reduce_agrees_with_the_round_simulator(nodes, algorithm, nbytes):
+    run = virtual.run(_timed, "dgx_h100", nodes, (nbytes, algorithm), timeout=T)
+    p = run.topology.num_gpus
+    assert all(r[1] == [p * (p + 1) / 2] * 2 for r in run.results)  # computed for real
+    sim = simulate("all_reduce", algorithm, nbytes, run.topology, local_size=8).time_s
+    assert max(r[0] for r in run.results) == pytest.approx(sim, rel=0.02)
+
+
+def test_64_mib_agrees_and_the_validation_function_reports_it():
+    rows = virtual.agreement("all_reduce", ("ring", "double_binary_tree"), (64 * MiB,), (2,), timeout=T)
+    assert [r["algorithm"] for r in rows] == ["ring", "double_binary_tree"]
+    for r in rows:
+        assert r["ratio"] == pytest.approx(1.0, abs=0.02), r
+
+
+@pytest.mark.parametrize("collective", ["all_gather", "reduce_scatter", "broadcast"])
+def test_other_collectives_agree(collective):
+    algs = mc.algorithms(collective)[:3]
+    for r in virtual.agreement(collective, algs, (1 * MiB,), (2,), timeout=T):
+        assert r["ratio"] == pytest.approx(1.0, abs=0.02), r
+
+
+def _mixed(rank):
+    x = torch.arange(1 << 14, dtype=torch.float32) * (rank + 1)
+    y = x @ torch.ones(1 << 14, 8)
+    mc.all_reduce(y)
+    work = mc.all_reduce(x, async_op=True)
+    virtual.compute(flops=1e9 * (rank + 1))
+    work.wait()
+    return virtual.clock(), y.sum().item(), x[-1].item()
+
+
+def test_two_runs_are_identical_bit_for_bit():
+    a = virtual.run(_mixed, "dgx_a100", 2, timeout=T)
+    b = virtual.run(_mixed, "dgx_a100", 2, timeout=T)
+    assert a.results == b.results and a.elapsed == b.elapsed and a.clocks == b.clocks
+
+
+def _overlap(rank, nbytes, seconds, overlap):
+    x = torch.ones(nbytes // 4)
+    t0 = virtual.clock()
+    if overlap:
+        work = mc.all_reduce(x, async_op=True)
+        virtual.compute(seconds=seconds)
+        work.wait()
+    else:
+        mc.all_reduce(x)
+        virtual.compute(seconds=seconds)
+    return virtual.clock() - t0
+
+
+def test_an_async_all_reduce_overlaps_with_compute():
+    comm = max(virtual.run(_overlap, "dgx_h100", 1, (16 * MiB, 0.0, False), timeout=T).results)
+    serial = max(virtual.run(_overlap, "dgx_h100", 1, (16 * MiB, comm, False), timeout=T).results)
+    both = max(virtual.run(_overlap, "dgx_h100", 1, (16 * MiB, comm, True), timeout=T).results)
+    assert serial == pytest.approx(2 * comm, rel=1e-6)
+    assert both == pytest.approx(comm, rel=0.01)  # max, not sum
+
+
+def _step(rank, seconds):
+    virtual.compute(seconds=seconds)
+    mc.all_reduce(torch.ones(1024))
+    return virtual.clock()
+
+
+def test_a_straggler_delays_everyone():
+    fast = virtual.run(_step, "dgx_h100", 1, (1e-3,), timeout=T)
+    slow = virtual.run(_step, "dgx_h100", 1, (1e-3,), slow={3: 2.0}, timeout=T)
+    assert slow.elapsed - fast.elapsed == pytest.approx(1e-3, rel=1e-6)
+    assert min(slow.clocks) > 2e-3  # every rank waited for rank 3 in the all-reduce
+
+
+def test_a_degraded_link_slows_the_ring():
+    base = virtual.run(_timed, "dgx_h100", 1, (16 * MiB, "ring"), timeout=T)
+    worse = virtual.run(_timed, "dgx_h100", 1, (16 * MiB, "ring"), degrade={(3, "n0.nvswitch"): 4.0}, timeout=T)
+    assert max(r[0] for r in worse.results) > 2 * max(r[0] for r in base.results)
+
+
+def _matmul(rank, m, n, k):
+    a, b = torch.ones(m, k), torch.ones(k, n)
+    t0 = virtual.clock()
+    a @ b
+    t1 = virtual.clock()
+    virtual.compute(flops=2 * m * n * k)
+    return t1 - t0, virtual.clock() - t1
+
+
+def test_compute_is_charged_by_flops_and_by_torch_ops():
+    run = virtual.run(_matmul, "dgx_h100", 1, (1024, 1024, 2048), world_size=2, timeout=T)
+    peak = run.roofline.peak_flops
+    by_op, by_flops = run.results[0]
+    assert by_op == pytest.approx(2 * 1024 * 1024 * 2048 / peak, rel=1e-9)
+    assert by_flops == pytest.approx(by_op, rel=1e-9)
+    assert run.flops[0] == 2 * 1024 * 1024 * 2048
+
+
+def _memory_bound(rank):
+    x = torch.ones(1 << 22)
+    t0 = virtual.clock()
+    x.add_(1.0)  # reads and writes 16 MiB
+    return virtual.clock() - t0
+
+
+def test_an_elementwise_op_is_charged_by_bytes():
+    run = virtual.run(_memory_bound, "dgx_a100", 1, world_size=1, timeout=T)
+    assert run.results[0] == pytest.approx(2 * 4 * (1 << 22) / run.roofline.bandwidth, rel=1e-9)
+
+
+def _deadlock(rank):
+    x = torch.ones(4)
+    if rank == 0:
+        mc.recv(x, src=1)
+    return rank
+
+
+def test_a_deadlock_names_the_ranks():
+    with pytest.raises(DeadlockError, match="rank 0 waits to receive from rank 1"):
+        virtual.run(_deadlock, "dgx_h100", 1, world_size=2, timeout=T)
+
+
+def _fails(rank):
+    if rank == 2:
+        raise RuntimeError("boom")
+    mc.all_reduce(torch.ones(4))
+
+
+def test_an_exception_in_a_rank_is_re_raised_naming_it():
+    with pytest.raises(RuntimeError, match="boom") as info:
+        virtual.run(_fails, "dgx_h100", 1, world_size=4, timeout=T)
+    assert any("rank 2" in n for n in info.value.__notes__)
+
+
+@pytest.mark.parametrize(
+    "kwargs, err",
+    [
+        ({"cluster": "dgx_h999"}, ValueError),
+        ({"cluster": "dgx_h100", "nodes": 0}, ValueError),
+        ({"cluster": "dgx_h100", "slow": {99: 2.0}}, ValueError),
+        ({"cluster": "dgx_h100", "slow": {0: -1.0}}, ValueError),
+        ({"cluster": "dgx_h100", "degrade": {(0, 1): 2.0}}, ValueError),
+        ({"cluster": "dgx_h100", "world_size": 9}, ValueError),
+        ({"cluster": "dgx_h100", "setup": [3]}, TypeError),
+        ({"cluster": cluster("dgx_h100", nodes=2), "nodes": 2}, ValueError),
+    ],
+)
+def test_bad_arguments_are_refused(kwargs, err):
+    with pytest.raises(err, match="virtual.run"):
+        virtual.run(lambda rank: rank, **kwargs)
+
+
+def test_compute_refuses_bad_charges_and_outside_a_run():
+    with pytest.raises(RuntimeError, match="virtual run"):
+        virtual.compute(seconds=1.0)
+    with pytest.raises(ValueError, match="rank 0: seconds"):
+        virtual.run(lambda rank: virtual.compute(seconds=-1.0), world_size=1, timeout=T)
+
+
+def test_setup_hooks_and_subgroups():
+    seen = []
+
+    def hook(rank, world_size):
+        seen.append((rank, world_size))
+
+    def fn(rank):
+        sub = virtual.transport().subgroup([1, 3])
+        if sub is None:
+            return None
+        x = torch.tensor([float(rank)])
+        mc.all_reduce(x, group=sub)
+        return sub.rank, sub.world_size, x.item()
+
+    run = virtual.run(fn, world_size=4, setup=[hook], timeout=T)
+    assert sorted(seen) == [(r, 4) for r in range(4)]
+    assert run.results == [None, (0, 2, 4.0), None, (1, 2, 4.0)]
+
+
+# --- the book's lessons, on the virtual cluster ---------------------------------
+
+
+def _alg_time(nbytes, algorithm, nodes=2):
+    run = virtual.run(_timed, "dgx_h100", nodes, (nbytes, algorithm), timeout=T)
+    return max(r[0] for r in run.results)
+
+
+def test_ring_beats_tree_at_64_mib_and_tree_beats_ring_at_64_kib():
+    assert _alg_time(64 << 10, "double_binary_tree") < _alg_time(64 << 10, "ring")
+    assert _alg_time(64 * MiB, "ring") < _alg_time(64 * MiB, "double_binary_tree")
+
+
+def test_hierarchical_beats_flat_across_nodes():
+    assert _alg_time(16 * MiB, "hierarchical") < _alg_time(16 * MiB, "ring")
+
+
+def _naive(rank, nbytes, naive):
+    x = torch.ones(nbytes // 4)
+    t0 = virtual.clock()
+    if not naive:
+        mc.all_reduce(x, algorithm="ring")
+        return virtual.clock() - t0
+    p = virtual.transport().world_size
+    if rank == 0:  # gather to rank 0, add, send back: chapter 2's naive all-reduce
+        buf = torch.empty_like(x)
+        for src in range(1, p):
+            mc.recv(buf, src=src)
+            x += buf
+        for dst in range(1, p):
+            mc.send(x, dst=dst)
+    else:
+        mc.send(x, dst=0)
+        mc.recv(x, src=0)
+    return virtual.clock() - t0
+
+
+def test_the_library_ring_beats_naive_send_recv_at_large_sizes():
+    ring = virtual.run(_naive, "dgx_h100", 1, (16 * MiB, False), timeout=T)
+    naive = virtual.run(_naive, "dgx_h100", 1, (16 * MiB, True), timeout=T)
+    assert max(ring.results) * 3 < max(naive.results)
