@@ -214,10 +214,7 @@ class Maestro:
         """Resume the first actor from the run's thread, then wait for the run to finish."""
         deadline = time.monotonic() + self.wall_timeout
         self._dispatch()
-        last, seen = time.monotonic(), -1
         while not self.finished.wait(1.0):
-            if self.switches != seen:
-                last, seen = time.monotonic(), self.switches
             if time.monotonic() > deadline:
                 stuck = [a.name for a in self.actors if not a.done and a.waiting is None]
                 raise TimeoutError(

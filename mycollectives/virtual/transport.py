@@ -105,7 +105,9 @@ class _Call:
     def _close(self, r: int, at: float) -> None:
         if r >= 0:
             self.maestro.fire(self.ends[r], at)
-        while r + 1 < len(self.left) and self.left[r + 1] == 0:  # rounds without messages end with the one before
+        while (
+            r + 1 < len(self.left) and self.left[r + 1] == 0
+        ):  # rounds without messages end with the one before
             r += 1
             self.maestro.fire(self.ends[r], at)
 
@@ -130,7 +132,9 @@ class _Letter:
 class VirtualWork:
     """A send or receive in flight; ``wait()`` is a simcall."""
 
-    def __init__(self, transport: VirtualTransport, activity: _m.Activity, tensor: torch.Tensor | None = None):
+    def __init__(
+        self, transport: VirtualTransport, activity: _m.Activity, tensor: torch.Tensor | None = None
+    ):
         self.t, self.activity, self.tensor = transport, activity, tensor
 
     def land(self, data: torch.Tensor) -> None:
@@ -277,6 +281,7 @@ class VirtualTransport:
                 self.cluster.maestro.wait(actor, call.ends[r - 1])
         recv_works = [self.irecv(m.tensor, m.peer, COLLECTIVE_TAG, label) for m in recvs]
         send_works = [
-            self.isend(m.tensor, m.peer, COLLECTIVE_TAG, label, m.pieces, lat, call and (call, r)) for m in sends
+            self.isend(m.tensor, m.peer, COLLECTIVE_TAG, label, m.pieces, lat, call and (call, r))
+            for m in sends
         ]
         return send_works, recv_works

@@ -36,7 +36,7 @@ _CALLS = {
 
 
 def _one(rank: int, collective: str, count: int, p: int, algorithm: str) -> float:
-    import mycollectives as mc
+    from .. import api as mc
 
     make, call = _CALLS[collective]
     with torch.no_grad():
@@ -71,7 +71,9 @@ def agreement(
                 spec = record(collective).spec(p, size, 4)
                 r = run(_one, topo, 1, (collective, spec.count, p, alg), protocol=protocol, timeout=timeout)
                 virt = max(r.results)
-                sim = simulate(collective, alg, size, topo, protocol=protocol, local_size=topo.gpus_per_node).time_s
+                sim = simulate(
+                    collective, alg, size, topo, protocol=protocol, local_size=topo.gpus_per_node
+                ).time_s
                 rows.append(
                     {
                         "nodes": n,
