@@ -33,8 +33,8 @@ from collections.abc import Callable, Iterator
 
 import torch.distributed as dist
 
-from ..transport import current_local
 from ..transport import _transports as _transport_cache
+from ..transport import current_local
 from . import world as _world
 from .group import BACKEND, ThreadProcessGroup, Unsupported
 from .subgroup import GroupView, tag_base
@@ -66,7 +66,7 @@ def _create(common, options) -> ThreadProcessGroup:
         transport = parent  # the default group: the world's transport itself
     else:
         transport = GroupView(parent, members, tag_base(str(common.group_id)))
-    pg = ThreadProcessGroup(transport)
+    pg = ThreadProcessGroup(transport, str(common.group_id))
     # mc.all_reduce(t, group=pg) then uses the same transport (the package keeps one per torch group)
     _transport_cache[pg] = transport
     return pg
