@@ -269,3 +269,45 @@ def test_dist_and_ddp_inside_a_virtual_run() -> None:
         for a, b in zip(values[1:], want):
             torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
         assert clock > 0
+
+
+class _InFlight:
+    """A handle whose collective completes only when someone waits for it (as on a virtual cluster)."""
+
+    def __init__(self) -> None:
+        self.future: torch.futures.Future = torch.futures.Future()
+        self.waits = 0
+
+    def is_completed(self) -> bool:
+        return self.future.done()
+
+    def wait(self, timeout=None) -> bool:
+        self.waits += 1
+        if not self.future.done():
+            self.future.set_result([torch.ones(1)])
+        return True
+
+    def get_future(self) -> torch.futures.Future:
+        return self.future
+
+
+def test_work_in_flight_is_joined_by_future_wait_and_at_backward_end() -> None:
+    from mycollectives.torchpg import TorchWork
+
+    out = torch.zeros(2)
+    handle = _InFlight()
+    fut = TorchWork([handle], [out]).get_future()
+    assert not fut.done()
+    assert fut.wait()[0] is out and handle.waits == 1  # the wait reached the handle, in Python
+
+    handle = _InFlight()
+    x = torch.ones(3, requires_grad=True)
+
+    def post_during_backward(grad: torch.Tensor) -> torch.Tensor:
+        TorchWork([handle], [out]).join_at_backward_end()
+        assert handle.waits == 0
+        return grad
+
+    x.register_hook(post_during_backward)
+    (2 * x).sum().backward()
+    assert handle.waits == 1 and handle.is_completed()  # autograd waited for it when backward ended

@@ -77,7 +77,9 @@ class ThreadProcessGroup(dist.ProcessGroup):
         """Run each of the package's ``calls`` on this group (async unless torch asked to block)."""
         run_async = _async(opts)
         works = [call(group=self.transport, async_op=run_async) for call in calls]
-        return TorchWork(works if run_async else [], outputs)
+        work = TorchWork(works if run_async else [], outputs)
+        work.join_at_backward_end()
+        return work
 
     # reductions
     def allreduce(self, tensors, opts=None):

@@ -6,6 +6,18 @@ C++ callers (DDP's reducer, ``_broadcast_coalesced``) call its ``wait`` and
 ``get_future`` through torch's trampoline and reach the package's own
 ``Work`` (``mycollectives.api.work``). The future's value is the call's
 output tensors, as a DDP communication hook expects.
+
+On a virtual cluster an async collective really is in flight (on the rank's
+communication stream), and only a wait in Python lets the scheduler run it.
+Two waits would otherwise happen in C++, where the scheduler never hears of
+them: a Python caller's ``future.wait()`` (the future here is a
+:class:`JoiningFuture`, whose ``wait`` joins in Python first), and DDP's
+reducer waiting for its buckets' futures at the end of backward. For the
+latter, a collective still in flight when it is posted during backward
+queues an autograd callback that waits for it; queued at the first bucket,
+it runs before DDP's own (queued at the last), so DDP finds every bucket
+done, and the rank's clock joins its stream where a GPU's would: at the end
+of backward.
 """
 
 from __future__ import annotations
@@ -52,14 +64,48 @@ class TorchWork(dist.Work):
 
     def get_future(self) -> torch.futures.Future:
         """A future whose value is the output tensors, complete when every handle is."""
-        futures = [w.get_future() for w in self._works if hasattr(w, "get_future")]
-        if len(futures) == len(self._works) and futures and not self.is_completed():
-            outputs = self._outputs
-            return torch.futures.collect_all(futures).then(lambda _: outputs)
-        self.wait()  # point-to-point handles have no future: they are waited for here
-        done: torch.futures.Future = torch.futures.Future()
-        done.set_result(self._outputs)
-        return done
+        if not all(hasattr(w, "get_future") for w in self._works):
+            self.wait()  # point-to-point handles have no future: they are waited for here
+        future = JoiningFuture(self)
+        if self.is_completed():
+            future.set_result(self._outputs)
+        else:
+            futures = torch.futures.collect_all([w.get_future() for w in self._works])
+            futures.add_done_callback(lambda f: _settle(future, f, self._outputs))
+        return future
+
+    def join_at_backward_end(self) -> None:
+        """If still in flight during backward, have autograd wait for it when backward ends."""
+        if not self.is_completed() and torch._C._current_graph_task_id() != -1:
+            torch.autograd.Variable._execution_engine.queue_callback(self.wait)
+
+
+class JoiningFuture(torch.futures.Future):
+    """The future of a :class:`TorchWork`: ``wait()`` and ``value()`` wait for the work in
+    Python first (a virtual cluster's scheduler sees that wait)."""
+
+    def __init__(self, work: TorchWork):
+        super().__init__()
+        self._work = work
+
+    def wait(self):
+        self._work.wait()
+        return super().wait()
+
+    def value(self):
+        if not self.done():
+            self._work.wait()
+        return super().value()
+
+
+def _settle(future: torch.futures.Future, done: torch.futures.Future, outputs: list) -> None:
+    try:
+        for f in done.value():
+            f.value()  # raises a handle's error
+    except BaseException as e:  # noqa: BLE001 - handed to whoever waits on the future
+        future.set_exception(e)
+        return
+    future.set_result(outputs)
 
 
 def _completed(work) -> bool:
