@@ -190,8 +190,9 @@ def _train(rank: int, model: nn.Module) -> None:
 
 def _counting_hook(state: dict, bucket):  # DDP inspects a hook's annotations: none here
     state["buckets"].add(bucket.index())
+    p = dist.get_world_size()  # here, not in the callback (which may run on another thread on GPUs)
     fut = dist.all_reduce(bucket.buffer(), async_op=True).get_future()
-    return fut.then(lambda f: f.value()[0].div_(dist.get_world_size()))
+    return fut.then(lambda f: f.value()[0].div_(p))
 
 
 def _ddp(rank: int, hook: bool) -> tuple[list, int]:

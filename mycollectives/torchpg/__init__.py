@@ -47,6 +47,7 @@ __all__ = [
     "TorchWork",
     "Unsupported",
     "run_dist",
+    "setup",
     "thread_world",
 ]
 
@@ -61,9 +62,11 @@ def _create(common, options) -> ThreadProcessGroup:
             f"backend {BACKEND!r} serves threads inside mycollectives.torchpg.thread_world(); "
             "this thread has none (use thread_world(), run_dist() or a virtual run)"
         )
-    members = list(common.global_ranks_in_group) or list(range(parent.world_size))
-    if members == list(range(parent.world_size)) and not common.global_ranks_in_group:
+    members = list(common.global_ranks_in_group)
+    if not members:
         transport = parent  # the default group: the world's transport itself
+    elif hasattr(parent, "subgroup"):  # a virtual run's own subgroups (priced on their GPUs)
+        transport = parent.subgroup(members)
     else:
         transport = GroupView(parent, members, tag_base(str(common.group_id)))
     pg = ThreadProcessGroup(transport, str(common.group_id))
@@ -122,6 +125,11 @@ def thread_world(
             dist.destroy_process_group()
         _thread.transport = None
         _world.leave()
+
+
+def setup(rank: int, world_size: int):
+    """``virtual.run(..., setup=[setup])``'s hook (``dist=True`` adds it): :func:`thread_world`."""
+    return thread_world(rank, world_size)
 
 
 def run_dist(fn: Callable, world_size: int, *args, timeout: float | None = None) -> list:

@@ -31,13 +31,19 @@ import torch.distributed as dist
 
 class TorchWork(dist.Work):
     """The package's handles ``works`` (each with ``wait()``), seen as one torch ``Work``
-    whose result is ``outputs``."""
+    whose result is ``outputs``.
+
+    Its futures complete when the work is waited for in this rank's thread (at
+    once if it is already done), so their callbacks (a DDP hook's ``then``) run
+    in the rank's thread, never in a thread that only carried the data.
+    """
 
     def __init__(self, works: Sequence, outputs: Sequence[torch.Tensor] = ()):
         super().__init__()
         self._works = [w for w in works if w is not None]
         self._outputs = list(outputs)
         self._error: BaseException | None = None
+        self._futures: list[torch.futures.Future] = []
 
     def wait(self, timeout: datetime.timedelta | None = None) -> bool:
         seconds = timeout.total_seconds() if isinstance(timeout, datetime.timedelta) and timeout else None
@@ -47,7 +53,15 @@ class TorchWork(dist.Work):
         except BaseException as e:
             self._error = e
             raise
+        finally:
+            self._settle()
         return True
+
+    def _settle(self) -> None:
+        futures, self._futures = self._futures, []
+        for f in futures:
+            if not f.done():
+                f.set_exception(self._error) if self._error is not None else f.set_result(self._outputs)
 
     def is_completed(self) -> bool:
         return all(_completed(w) for w in self._works)
@@ -63,15 +77,11 @@ class TorchWork(dist.Work):
         return self._outputs
 
     def get_future(self) -> torch.futures.Future:
-        """A future whose value is the output tensors, complete when every handle is."""
-        if not all(hasattr(w, "get_future") for w in self._works):
-            self.wait()  # point-to-point handles have no future: they are waited for here
+        """A future whose value is the output tensors (see the class)."""
         future = JoiningFuture(self)
-        if self.is_completed():
-            future.set_result(self._outputs)
-        else:
-            futures = torch.futures.collect_all([w.get_future() for w in self._works])
-            futures.add_done_callback(lambda f: _settle(future, f, self._outputs))
+        self._futures.append(future)
+        if self.is_completed() or not all(hasattr(w, "get_future") for w in self._works):
+            self.wait()  # done already, or a point-to-point handle: completed here
         return future
 
     def join_at_backward_end(self) -> None:
@@ -89,23 +99,14 @@ class JoiningFuture(torch.futures.Future):
         self._work = work
 
     def wait(self):
-        self._work.wait()
+        if not self.done():
+            self._work.wait()
         return super().wait()
 
     def value(self):
         if not self.done():
             self._work.wait()
         return super().value()
-
-
-def _settle(future: torch.futures.Future, done: torch.futures.Future, outputs: list) -> None:
-    try:
-        for f in done.value():
-            f.value()  # raises a handle's error
-    except BaseException as e:  # noqa: BLE001 - handed to whoever waits on the future
-        future.set_exception(e)
-        return
-    future.set_result(outputs)
 
 
 def _completed(work) -> bool:
