@@ -157,9 +157,14 @@ W, STEPS, PER_RANK = 32, 3, 4
 
 
 def _model() -> nn.Module:
-    torch.manual_seed(0)
-    layers = [m for _ in range(4) for m in (nn.Linear(W, W), nn.Tanh())]
-    return nn.Sequential(*layers, nn.Linear(W, 1))
+    """The same weights on every rank: drawn from a generator of our own, since ranks that are
+    threads share torch's global one (seeding it in each thread races)."""
+    g = torch.Generator().manual_seed(0)
+    model = nn.Sequential(*[m for _ in range(4) for m in (nn.Linear(W, W), nn.Tanh())], nn.Linear(W, 1))
+    with torch.no_grad():
+        for q in model.parameters():
+            q.uniform_(-(W**-0.5), W**-0.5, generator=g)
+    return model
 
 
 def _batch(step: int, p: int) -> tuple[torch.Tensor, torch.Tensor]:
