@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
-from common import Env, log, native_group, parser, save, setup, teardown, timed
+from common import Env, launch, log, native_group, parser, save, setup, teardown, timed
 
 import mycollectives as mc
 from mycollectives.pingpong import calibrate
@@ -76,4 +76,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    launch(main)

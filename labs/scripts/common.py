@@ -4,6 +4,13 @@ A script is launched by ``torchrun`` (one process per rank). On a node with
 enough GPUs it uses NCCL and ``cuda:LOCAL_RANK``; otherwise gloo on the CPU.
 ``MYCOLLECTIVES_DEVICE=cpu`` forces the CPU path (the book's tests set it).
 Rank 0 writes its results as JSON to ``--out`` for the notebook to plot.
+
+``--virtual NODE[:NODES]`` (``--virtual dgx_h100:2``) runs the same ``main``
+without torchrun: every GPU of a modelled cluster is a thread of one process
+(``mycollectives.virtual``), ``torch.distributed`` in each thread is the
+package's (``mycollectives.torchpg``), and :func:`clock` reads the rank's
+virtual time, so the timings are the modelled cluster's. (``--threads N``,
+for tests, runs N thread ranks on a local world, in wall time.)
 """
 
 from __future__ import annotations
@@ -11,8 +18,11 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import os
+import sys
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +42,8 @@ class Env:
     local_size: int
     device: torch.device
     backend: str
+    mode: str = "torchrun"  # or "virtual" (a modelled cluster) or "threads" (a local world)
+    cluster: str | None = None  # --virtual's NODE[:NODES]
 
     @property
     def gpu(self) -> bool:
@@ -46,7 +58,10 @@ def use_gpus(local_size: int) -> bool:
 
 
 def setup(timeout_s: float = 120.0) -> Env:
-    """Initialise the default process group from torchrun's environment."""
+    """Initialise the default process group from torchrun's environment (or, in a rank thread
+    started by :func:`launch`, take the thread's own)."""
+    if _mode:
+        return _thread_env()
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
     local_size = int(os.environ.get("LOCAL_WORLD_SIZE", world))
@@ -62,7 +77,7 @@ def setup(timeout_s: float = 120.0) -> Env:
     return Env(rank, world, local_rank, local_size, device, backend)
 
 
-_native: dict[str, dist.ProcessGroup] = {}
+_native: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # per default group (per thread world)
 
 
 def native_group() -> dist.ProcessGroup:
@@ -73,9 +88,10 @@ def native_group() -> dist.ProcessGroup:
     one gloo context (sharing one made processes abort at exit now and then).
     :func:`setup` creates it, on every rank at the same point.
     """
-    if "world" not in _native:
-        _native["world"] = dist.new_group(backend=dist.get_backend())
-    return _native["world"]
+    world = dist.group.WORLD
+    if world not in _native:
+        _native[world] = dist.new_group(backend=dist.get_backend())
+    return _native[world]
 
 
 def teardown() -> None:
@@ -90,6 +106,17 @@ def sync(env: Env) -> None:
         torch.cuda.synchronize(env.device)
 
 
+def clock(env: Env) -> float:
+    """This rank's timer, in seconds: virtual time in a virtual run; elsewhere wall time once
+    the GPU's queued work is done."""
+    if env.mode == "virtual":
+        from mycollectives import virtual
+
+        return virtual.clock()
+    sync(env)
+    return time.perf_counter()
+
+
 def timed(env: Env, fn: Callable[[], object], reps: int, warmup: int = 1) -> float:
     """Median seconds of ``fn()`` over ``reps`` runs, ranks lined up before each."""
     for _ in range(warmup):
@@ -97,11 +124,9 @@ def timed(env: Env, fn: Callable[[], object], reps: int, warmup: int = 1) -> flo
     times = []
     for _ in range(reps):
         dist.barrier(group=native_group())
-        sync(env)
-        t0 = time.perf_counter()
+        t0 = clock(env)
         fn()
-        sync(env)
-        times.append(time.perf_counter() - t0)
+        times.append(clock(env) - t0)
     times.sort()
     return times[len(times) // 2]
 
@@ -109,12 +134,27 @@ def timed(env: Env, fn: Callable[[], object], reps: int, warmup: int = 1) -> flo
 def parser(doc: str | None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, default=None, help="rank 0 writes its results here as JSON")
+    _mode_options(p)
+    return p
+
+
+def _mode_options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    p.add_argument(
+        "--virtual",
+        metavar="NODE[:NODES]",
+        default=None,
+        help="run on a virtual cluster (e.g. dgx_h100:2), ranks as threads, in virtual time, without torchrun",
+    )
+    p.add_argument("--threads", type=int, default=None, help=argparse.SUPPRESS)  # N thread ranks (tests)
     return p
 
 
 def describe(env: Env) -> dict:
     name = torch.cuda.get_device_name(env.device) if env.gpu else "CPU"
-    return dict(world_size=env.world_size, local_size=env.local_size, backend=env.backend, device=name)
+    if env.mode == "virtual":
+        name = f"virtual {env.cluster}"
+    out = dict(world_size=env.world_size, local_size=env.local_size, backend=env.backend, device=name)
+    return {**out, "mode": env.mode}
 
 
 def save(env: Env, out: Path | None, result: dict) -> None:
@@ -132,8 +172,79 @@ def log(env: Env, *args: object) -> None:
 def make_model(width: int, depth: int, env: Env) -> nn.Module:
     """The labs' small MLP (DDP, FSDP), with the same initial weights on every
     rank and in the single-process reference."""
-    torch.manual_seed(0)
     layers: list[nn.Module] = []
     for _ in range(depth):
         layers += [nn.Linear(width, width), nn.GELU()]
-    return nn.Sequential(*layers, nn.Linear(width, 1)).to(env.device)
+    return seeded(nn.Sequential(*layers, nn.Linear(width, 1))).to(env.device)
+
+
+def seeded(model: nn.Module, seed: int = 0) -> nn.Module:
+    """``model`` with its Linear layers drawn as torch draws them (uniform in +-1/sqrt(fan_in))
+    from a generator of its own: ranks that are threads share torch's global generator."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.Linear):
+                bound = 1 / math.sqrt(m.in_features)
+                for q in (m.weight, m.bias):
+                    if q is not None:
+                        q.uniform_(-bound, bound, generator=g)
+    return model
+
+
+# -- ranks as threads: --virtual NODE[:NODES] (or --threads N) --------------------------------
+
+_mode: dict = {}  # set by launch(), read by every rank thread's setup()
+
+
+def launch(main: Callable[[], None]) -> None:
+    """Run a script's ``main``: once, as torchrun started this process; or, with ``--virtual``
+    or ``--threads``, once per rank thread (the same code, the ranks of one process)."""
+    known, _ = _mode_options(argparse.ArgumentParser(add_help=False)).parse_known_args(sys.argv[1:])
+    if known.virtual:
+        _run_virtual(main, known.virtual)
+    elif known.threads:
+        _run_threads(main, known.threads)
+    else:
+        main()
+
+
+def _run_virtual(main: Callable[[], None], spec: str) -> None:
+    node, _, count = spec.partition(":")
+    if not node or not (count or "1").isdigit() or int(count or "1") < 1:
+        raise SystemExit(f"--virtual {spec!r}: expected NODE[:NODES], such as dgx_h100 or dgx_h100:2")
+    try:
+        from mycollectives import virtual
+    except ImportError as e:
+        raise SystemExit(
+            f"--virtual needs mycollectives.virtual, which this copy of the package lacks ({e})"
+        ) from e
+    from mycollectives import torchpg
+
+    _mode.update(mode="virtual", cluster=spec)
+    torch.set_num_threads(1)
+    virtual.run(lambda rank: main(), cluster=node, nodes=int(count or "1"), setup=[torchpg.setup])
+
+
+def _run_threads(main: Callable[[], None], n: int) -> None:
+    from mycollectives import torchpg
+    from mycollectives.transport import LocalWorld
+
+    def body(rank: int) -> None:
+        with torchpg.thread_world(rank, n):
+            main()
+
+    _mode.update(mode="threads", cluster=None)
+    torch.set_num_threads(1)
+    LocalWorld(n).run(body)
+
+
+def _thread_env() -> Env:
+    """This rank thread's place: ``torch.distributed`` is the thread's own (see :func:`launch`)."""
+    from mycollectives.transport import current_local
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    local_size = getattr(current_local(), "local_size", None) or world  # a virtual run knows its nodes
+    native_group()
+    device = torch.device("cpu")
+    return Env(rank, world, rank % local_size, local_size, device, dist.get_backend(), **_mode)

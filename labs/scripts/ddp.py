@@ -8,20 +8,35 @@ reference (the whole global batch on one model):
 * torch's ``DistributedDataParallel`` as shipped;
 * torch's DDP with ``register_comm_hook``: our ``mc.all_reduce`` on each bucket;
 * ``BucketedDDP`` below: hooks on every parameter fill buckets (last layer
-  first, the order backward produces them) and a communication thread
-  all-reduces each full bucket while backward goes on computing.
+  first, the order backward produces them) and each full bucket's all-reduce
+  is launched asynchronously (``async_op=True``: the package runs it on a
+  communication thread, a virtual GPU on its communication stream) while
+  backward goes on computing.
+
+``--virtual dgx_h100`` runs the same on a modelled DGX H100, in virtual time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from common import Env, log, make_model, native_group, parser, save, setup, sync, teardown, timed
+from common import (
+    Env,
+    clock,
+    launch,
+    log,
+    make_model,
+    native_group,
+    parser,
+    save,
+    setup,
+    teardown,
+    timed,
+)
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
@@ -58,12 +73,7 @@ class BucketedDDP:
         self.buffers = [torch.zeros(sum(p.numel() for p in b), device=env.device) for b in self.buckets]
         for p in params:
             p.register_post_accumulate_grad_hook(self._grad_ready)
-        self.comm = ThreadPoolExecutor(1, initializer=self._comm_thread_init) if overlap else None
-        self.events: list[tuple[str, float, float]] = []  # (what, start, end), perf_counter seconds
-
-    def _comm_thread_init(self) -> None:
-        if self.env.gpu:
-            torch.cuda.set_device(self.env.device)  # the CUDA device is per thread
+        self.events: list[tuple[str, float, float]] = []  # (what, start, end), seconds of clock()
 
     def __call__(self, *args, **kwargs):
         self.missing = [len(b) for b in self.buckets]
@@ -76,22 +86,27 @@ class BucketedDDP:
         while self.launched < len(self.buckets) and self.missing[self.launched] == 0:
             k = self.launched
             torch.cat([q.grad.reshape(-1) for q in self.buckets[k]], out=self.buffers[k])
-            self.pending.append(self.comm.submit(self._all_reduce, k) if self.comm else k)
+            self.pending.append(self._all_reduce(k) if self.overlap else k)
             self.launched += 1
 
-    def _all_reduce(self, k: int) -> None:
-        with torch.profiler.record_function(f"mc.all_reduce bucket {k}"):
-            t0 = time.perf_counter()
-            mc.all_reduce(self.buffers[k])
-            self.buffers[k] /= self.env.world_size
-            sync(self.env)
-            self.events.append((f"bucket {k}", t0, time.perf_counter()))
+    def _all_reduce(self, k: int, async_op: bool = True):
+        """Average bucket ``k`` over the ranks; with ``async_op`` return at once with a work whose
+        completion notes the all-reduce's end (on the thread or stream that ran it)."""
+        posted = clock(self.env)
+        work = mc.all_reduce(self.buffers[k], op=mc.ReduceOp.AVG, async_op=async_op)
+
+        def done(_) -> None:  # buckets run in order: this one started when posted and the last was done
+            start = max(posted, self.events[-1][2]) if self.events else posted
+            self.events.append((f"bucket {k}", start, clock(self.env)))
+
+        work.get_future().add_done_callback(done) if work is not None else done(None)
+        return work
 
     def finish(self) -> None:
         """Wait for every bucket and write the averages back into ``.grad``."""
         assert self.launched == len(self.buckets), "some parameters did not receive a gradient"
         for item in self.pending:
-            item.result() if isinstance(item, Future) else self._all_reduce(item)
+            item.wait() if self.overlap else self._all_reduce(item, async_op=False)
         for bucket, buf in zip(self.buckets, self.buffers):
             offset = 0
             for p in bucket:
@@ -204,18 +219,20 @@ def main() -> None:
     step()
     m.events.clear()
     dist.barrier(group=native_group())
-    with torch.profiler.profile(activities=_activities(env)) as prof:
-        t0 = time.perf_counter()
+    profiling = a.trace is not None and env.rank == 0
+    with (
+        torch.profiler.profile(activities=_activities(env)) if profiling else contextlib.nullcontext() as prof
+    ):
+        t0 = clock(env)
         with torch.profiler.record_function("forward"):
             loss = loss_fn(m(xs), ys)
-        t1 = time.perf_counter()
+        t1 = clock(env)
         with torch.profiler.record_function("backward"):
             loss.backward()
-        sync(env)
-        t2 = time.perf_counter()
+        t2 = clock(env)
         m.finish()
-        t3 = time.perf_counter()
-    if a.trace and env.rank == 0:
+        t3 = clock(env)
+    if profiling:
         prof.export_chrome_trace(a.trace)
         add_comm_thread(a.trace, m.events, t0)
         log(env, f"profiler trace written to {a.trace}")
@@ -276,4 +293,4 @@ def _activities(env: Env) -> list:
 
 
 if __name__ == "__main__":
-    main()
+    launch(main)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 
 import torch
-from common import Env, log, make_model, native_group, parser, save, setup, sync, teardown, timed
+from common import Env, launch, log, make_model, native_group, parser, save, setup, sync, teardown, timed
 from torch import nn
 from torch.func import functional_call
 from torch.nn.parallel import DistributedDataParallel
@@ -208,4 +208,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    launch(main)

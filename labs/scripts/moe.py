@@ -21,7 +21,7 @@ are checked against a single process that holds all experts and all tokens.
 from __future__ import annotations
 
 import torch
-from common import Env, log, parser, save, setup, teardown, timed
+from common import Env, launch, log, parser, save, setup, teardown, timed
 
 import mycollectives as mc
 
@@ -164,4 +164,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    launch(main)

@@ -10,12 +10,10 @@ the one-way time ``alpha + beta n``, fitted per pair by least squares.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import torch
 import torch.distributed as dist
-from common import Env, log, native_group, parser, save, setup, sync, teardown
+from common import Env, clock, launch, log, native_group, parser, save, setup, teardown
 
 import mycollectives as mc
 from mycollectives.cost.calibration import fit_alpha_beta
@@ -26,16 +24,14 @@ def one_way_time(env: Env, peer: int, first: bool, nbytes: int, reps: int, token
     buf = torch.full((max(nbytes // 4, 1),), token if first else -1.0, device=env.device)
     best = float("inf")
     for _ in range(reps + 1):  # the first round trip is a warm-up
-        sync(env)
-        t0 = time.perf_counter()
+        t0 = clock(env)
         if first:
             mc.send(buf, peer)
             mc.recv(buf, peer)
         else:
             mc.recv(buf, peer)
             mc.send(buf, peer)
-        sync(env)
-        best = min(best, time.perf_counter() - t0) if _ else float("inf")
+        best = min(best, clock(env) - t0) if _ else float("inf")
     # the payload really made the trip: the second rank holds the first rank's token
     assert bool((buf == token).all()), f"rank {env.rank}: corrupted payload from rank {peer}"
     return best / 2  # the fastest round trip, halved
@@ -95,4 +91,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    launch(main)

@@ -14,11 +14,9 @@ bubble is compared with ``(p - 1) / (m + p - 1)``.
 
 from __future__ import annotations
 
-import time
-
 import torch
 import torch.distributed as dist
-from common import Env, log, native_group, parser, save, setup, sync, teardown
+from common import Env, clock, launch, log, native_group, parser, save, seeded, setup, teardown
 from torch import nn
 
 from mycollectives.transport import Label, Message, resolve_group
@@ -36,10 +34,8 @@ def schedule(kind: str, m: int, p: int, s: int) -> list[tuple[str, int]]:
 
 
 def make_model(width: int, blocks: int, env: Env) -> nn.Sequential:
-    torch.manual_seed(0)
-    return nn.Sequential(*[nn.Sequential(nn.Linear(width, width), nn.Tanh()) for _ in range(blocks)]).to(
-        env.device
-    )
+    blocks_ = [nn.Sequential(nn.Linear(width, width), nn.Tanh()) for _ in range(blocks)]
+    return seeded(nn.Sequential(*blocks_)).to(env.device)
 
 
 def exchange(send: tuple[torch.Tensor, int] | None, recv: tuple[torch.Tensor, int] | None) -> None:
@@ -62,12 +58,12 @@ def run_stage(stage: nn.Module, acts, env: Env, xs, ys, shape) -> dict:
     results, events, peak = {}, [], 0
     pending = None  # the previous action's send, posted with this action's receive
     dist.barrier(group=native_group())
-    t0 = time.perf_counter()
+    t0 = clock(env)
     for kind, i in acts:
         if kind == "F":
             buf = xs[i] if first else torch.empty(shape, device=env.device)
             exchange(pending, None if first else (buf, s - 1))
-            start = time.perf_counter()
+            start = clock(env)
             inputs[i] = buf.requires_grad_(not first)
             out = stage(inputs[i])
             outputs[i] = nn.functional.mse_loss(out, ys[i]) / m if last else out
@@ -78,15 +74,13 @@ def run_stage(stage: nn.Module, acts, env: Env, xs, ys, shape) -> dict:
         else:
             grad = None if last else torch.empty(shape, device=env.device)
             exchange(pending, None if last else (grad, s + 1))
-            start = time.perf_counter()
+            start = clock(env)
             outputs.pop(i).backward(grad)
             x = inputs.pop(i)
             pending = None if first else (x.grad, s - 1)
-        sync(env)
-        events.append((kind, i, start - t0, time.perf_counter() - t0))
+        events.append((kind, i, start - t0, clock(env) - t0))
     exchange(pending, None)
-    sync(env)
-    return dict(outputs=results, events=events, peak=peak, total=time.perf_counter() - t0)
+    return dict(outputs=results, events=events, peak=peak, total=clock(env) - t0)
 
 
 def main() -> None:
@@ -159,4 +153,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    launch(main)

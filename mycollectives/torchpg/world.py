@@ -1,0 +1,116 @@
+"""One ``torch.distributed`` world per thread: what :func:`thread_world` installs.
+
+``torch.distributed`` keeps its process groups in one module-level object,
+``distributed_c10d._world`` (the default group, the names, the rank maps).
+Ranks that are threads of one process need one such world each, as torch's
+own threaded process group does (``torch.testing._internal.distributed.
+multi_threaded_pg``): :func:`install` replaces ``_world`` by a
+:class:`PerThreadWorld` whose state lives in a ``threading.local``. A thread
+that has not entered a thread world sees the process's own world, so a
+``torchrun`` job's main thread is unaffected.
+
+C++ keeps a registry of groups by name (what functional collectives look
+up); it is switched to one registry per thread while a thread world is open
+(``_set_thread_isolation_mode``), since every thread names its default
+group ``"0"``.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+import torch.distributed.distributed_c10d as c10d
+
+
+@dataclass
+class WorldState:
+    """What ``distributed_c10d._World`` holds, for one thread's world."""
+
+    default_pg: dist.ProcessGroup | None = None
+    pg_map: dict = field(default_factory=dict)
+    pg_names: dict = field(default_factory=dict)
+    pg_group_ranks: dict = field(default_factory=dict)
+    pg_backend_config: dict = field(default_factory=dict)
+    group_count: int = 0
+    tags_to_pg: dict = field(default_factory=dict)
+    pg_to_tag: dict = field(default_factory=dict)
+    pg_coalesce_state: dict = field(default_factory=dict)
+    comms: list = field(default_factory=list)
+
+
+_FIELDS = tuple(WorldState.__dataclass_fields__)
+
+
+class PerThreadWorld(c10d._World):
+    """``distributed_c10d._World`` whose state is this thread's own inside a thread world,
+    and the process's world (``outer``) elsewhere."""
+
+    def __init__(self, outer: c10d._World):
+        super().__init__()
+        self.outer = outer
+        self.local = threading.local()
+
+    def state(self):
+        return getattr(self.local, "state", None) or self.outer
+
+
+def _delegate(name: str) -> property:
+    def get(self):
+        return getattr(self.state(), name)
+
+    def set_(self, value):
+        setattr(self.state(), name, value)
+
+    return property(get, set_)
+
+
+for _name in _FIELDS:
+    setattr(PerThreadWorld, _name, _delegate(_name))
+
+_lock = threading.Lock()
+_open = 0  # thread worlds open now, in all threads
+_autograd_mt: object | None = None
+
+
+def install() -> PerThreadWorld:
+    """Put a :class:`PerThreadWorld` in place of torch's world (once per process)."""
+    world = c10d._world
+    if not isinstance(world, PerThreadWorld):
+        world = c10d._world = PerThreadWorld(world)
+    return world
+
+
+def enter(state: WorldState) -> PerThreadWorld:
+    """Give this thread its own world ``state``; C++ group names become per thread."""
+    global _open, _autograd_mt
+    world = install()
+    if getattr(world.local, "state", None) is not None:
+        raise RuntimeError(
+            f"thread {threading.current_thread().name!r} is already inside a thread world: "
+            "one torch.distributed world per thread"
+        )
+    with _lock:
+        if _open == 0:
+            torch._C._distributed_c10d._set_thread_isolation_mode(True)
+            # autograd runs backward in the calling thread (the rank's), not a device thread
+            _autograd_mt = torch.autograd.set_multithreading_enabled(False)
+        _open += 1
+    world.local.state = state
+    return world
+
+
+def leave() -> None:
+    """This thread goes back to the process's world."""
+    global _open, _autograd_mt
+    world = install()
+    world.local.state = None
+    with _lock:
+        _open -= 1
+        if _open == 0:
+            torch._C._distributed_c10d._set_thread_isolation_mode(False)
+            if _autograd_mt is not None:
+                _autograd_mt.__exit__(None, None, None)
+                _autograd_mt = None
