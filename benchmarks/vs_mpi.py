@@ -35,7 +35,7 @@ from mycollectives.bench.factors import parse_size
 from mycollectives.bench.report import machine
 from mycollectives.collectives import busbw_factor
 
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
+COMPARED = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
 IMPLS = ("mpi", "gloo", "ours")
 
 
@@ -169,7 +169,7 @@ def main() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="64K,1M,16M,64M")
-    ap.add_argument("--collectives", default=",".join(COLLECTIVES))
+    ap.add_argument("--collectives", default=",".join(COMPARED))
     ap.add_argument("--reps", type=int, default=11)
     ap.add_argument("--json", default=None)
     args = ap.parse_args()

@@ -26,7 +26,7 @@ collective and MSCCLang one class with its pre- and postcondition:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -75,15 +75,59 @@ class Spec:
         return np.asarray(self.splits, dtype=np.int64).reshape(p, p)
 
 
+@dataclass
+class Call:
+    """One rank's call of a collective on flat tensors, as a form receives it.
+
+    ``inp`` holds the rank's input in :meth:`Collective.input_at`'s order,
+    ``out`` its output in :meth:`Collective.output_at`'s (the same tensor for
+    an in-place collective); ``lib`` is ``torch.distributed`` or the package.
+    """
+
+    lib: object
+    spec: Spec
+    inp: object
+    out: object
+    op: object = None
+    root: int = 0  # as the library names it (a global rank under torch.distributed's subgroups)
+    group: object = None
+    rank: int = 0
+    kw: dict = field(default_factory=dict)
+
+    def blocks(self, x) -> list:
+        """``x`` cut into the ``p`` blocks of ``spec.count`` elements (views, so writes land in ``x``)."""
+        return list(x.view(self.spec.world_size, self.spec.count).unbind())
+
+    @property
+    def is_root(self) -> bool:
+        return self.rank == self.spec.root
+
+
+Form = Callable[[str, Call], object]  # (function name, the call) -> calls lib.<function name>
+
+
 class Collective:
     """The facts of one collective; subclasses fill them in, one per collective."""
 
     name = ""
-    aliases: tuple[str, ...] = ()  # torch.distributed names that run the same schedules
     rooted = False  # one rank (src or dst) is special
     reducing = False  # combines values with a ReduceOp
     blocked = False  # Spec.count is one rank's block; nccl-tests' size is p blocks
     in_place = False  # torch's call takes one tensor, input and output at once
+    split = False  # per-pair sizes (Spec.splits), which the ranks learn from each other
+    in_torch = True  # torch.distributed has it, under the first function's name
+    # the API functions that run it (torch.distributed's names), the flat-tensor
+    # form first, each with how to call it on flat tensors (:class:`Call`)
+    forms: dict[str, Form] = {}
+
+    @property
+    def functions(self) -> tuple[str, ...]:
+        return tuple(self.forms)
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        """The other names of its functions, which run the same schedules."""
+        return tuple(f for f in self.forms if f != self.name)
 
     def buffers(self, spec: Spec) -> dict[int, np.ndarray]:
         """Elements of each buffer on each rank (``TMP`` is the algorithm's own)."""
@@ -126,14 +170,73 @@ class Collective:
         """nccl-tests' ``size`` of a call, in bytes (the inverse of :meth:`spec`)."""
         return self._work(spec) * itemsize
 
-    def call(self, lib, inp, out, op=None, root: int = 0, group=None, rank: int = 0, **kw):
-        """Run this collective through ``lib``'s torch.distributed-style call
-        (``torch.distributed`` or ``mycollectives``) on flat tensors."""
-        raise NotImplementedError
+    def example(self, p: int, n: int, root: int = 0, rng: np.random.Generator | None = None) -> Spec:
+        """A test's call of about ``n`` elements per rank (one rank's block
+        where blocked); a collective with per-pair sizes draws uneven ones from ``rng``."""
+        return self.with_count(p, n, **({"root": root} if self.rooted else {}))
+
+    def with_count(self, p: int, count: int, **options) -> Spec:
+        """The call of ``count`` elements (one rank's block where blocked)."""
+        return Spec(self.name, p, count=count, **options)
+
+    def call(
+        self,
+        lib,
+        inp,
+        out,
+        op=None,
+        root: int = 0,
+        group=None,
+        rank: int = 0,
+        *,
+        spec=None,
+        function=None,
+        **kw,
+    ):
+        """Run this collective through ``lib``'s torch.distributed-style ``function``
+        (its first form by default) on flat tensors sized as the record says
+        (``spec``: the call's, else an even one read off the tensors)."""
+        function = function or self.functions[0]
+        if spec is None:
+            spec = self._spec_of(lib, inp, out, root, group)
+        return self.forms[function](function, Call(lib, spec, inp, out, op, root, group, rank, kw))
+
+    def _spec_of(self, lib, inp, out, root, group) -> Spec:
+        p = lib.get_world_size(group)
+        n = max(inp.numel(), out.numel()) if inp is not None else out.numel()
+        return self.with_count(p, n // p if self.blocked else n, **({"root": root} if self.rooted else {}))
+
+
+def _gather_tensor(fn: str, c: Call):
+    return getattr(c.lib, fn)(c.out, c.inp, c.group, **c.kw)
+
+
+def _scatter_tensor(fn: str, c: Call):
+    return getattr(c.lib, fn)(c.out, c.inp, c.op, c.group, **c.kw)
+
+
+def _a2a_sizes(c: Call) -> tuple[list[int] | None, list[int] | None]:
+    """Split sizes (output's, input's) of this rank, None for an even split."""
+    m = c.spec.matrix
+    if (m == m.flat[0]).all():
+        return None, None
+    return m[:, c.rank].tolist(), m[c.rank].tolist()
+
+
+def _a2a_single(fn: str, c: Call):
+    outs, ins = _a2a_sizes(c)
+    return c.lib.all_to_all_single(c.out, c.inp, outs, ins, c.group, **c.kw)
+
+
+def _a2a_lists(fn: str, c: Call):
+    m = c.spec.matrix
+    outs, ins = list(c.out.split(m[:, c.rank].tolist())), list(c.inp.split(m[c.rank].tolist()))
+    return c.lib.all_to_all(outs, ins, c.group, **c.kw)
 
 
 class Broadcast(Collective):
     name, rooted, in_place = "broadcast", True, True
+    forms = {"broadcast": lambda fn, c: c.lib.broadcast(c.out, c.root, c.group, **c.kw)}
 
     def has_input(self, spec, rank):
         return rank == spec.root
@@ -144,12 +247,10 @@ class Broadcast(Collective):
     def bound(self, p):
         return 1.0
 
-    def call(self, lib, inp, out, op=None, root=0, group=None, rank=0, **kw):
-        return lib.broadcast(out, root, group, **kw)
-
 
 class Reduce(Collective):
     name, rooted, reducing, in_place = "reduce", True, True, True
+    forms = {"reduce": lambda fn, c: c.lib.reduce(c.out, c.root, c.op, c.group, **c.kw)}
 
     def has_output(self, spec, rank):
         return rank == spec.root
@@ -161,12 +262,10 @@ class Reduce(Collective):
     def bound(self, p):
         return 1.0
 
-    def call(self, lib, inp, out, op=None, root=0, group=None, rank=0, **kw):
-        return lib.reduce(out, root, op, group, **kw)
-
 
 class AllReduce(Collective):
     name, reducing, in_place = "all_reduce", True, True
+    forms = {"all_reduce": lambda fn, c: c.lib.all_reduce(c.out, c.op, c.group, **c.kw)}
 
     def oracle(self, spec, inputs, reduce):
         return [reduce(np.stack(inputs))] * spec.world_size
@@ -174,12 +273,14 @@ class AllReduce(Collective):
     def bound(self, p):
         return 2 * (p - 1) / p
 
-    def call(self, lib, inp, out, op=None, root=0, group=None, rank=0, **kw):
-        return lib.all_reduce(out, op, group, **kw)
-
 
 class AllGather(Collective):
-    name, aliases, blocked = "all_gather", ("all_gather_into_tensor",), True
+    name, blocked = "all_gather", True
+    forms = {
+        "all_gather_into_tensor": _gather_tensor,
+        "all_gather": lambda fn, c: c.lib.all_gather(c.blocks(c.out), c.inp, c.group, **c.kw),
+        "all_gather_single": _gather_tensor,  # torch's newer name for the tensor form
+    }
 
     def input_at(self, spec, rank):
         return [(WORK, rank * spec.count, spec.count)]
@@ -187,12 +288,14 @@ class AllGather(Collective):
     def oracle(self, spec, inputs, reduce):
         return [np.concatenate(inputs)] * spec.world_size
 
-    def call(self, lib, inp, out, op=None, root=0, group=None, rank=0, **kw):
-        return lib.all_gather_into_tensor(out, inp, group, **kw)
-
 
 class ReduceScatter(Collective):
-    name, aliases, reducing, blocked = "reduce_scatter", ("reduce_scatter_tensor",), True, True
+    name, reducing, blocked = "reduce_scatter", True, True
+    forms = {
+        "reduce_scatter_tensor": _scatter_tensor,
+        "reduce_scatter": lambda fn, c: c.lib.reduce_scatter(c.out, c.blocks(c.inp), c.op, c.group, **c.kw),
+        "reduce_scatter_single": _scatter_tensor,  # torch's newer name for the tensor form
+    }
 
     def input_at(self, spec, rank):
         return [(WORK, 0, spec.world_size * spec.count)]
@@ -204,9 +307,6 @@ class ReduceScatter(Collective):
         total, n = reduce(np.stack(inputs)), spec.count
         return [total[r * n : (r + 1) * n] for r in range(spec.world_size)]
 
-    def call(self, lib, inp, out, op=None, root=0, group=None, rank=0, **kw):
-        return lib.reduce_scatter_tensor(out, inp, op, group, **kw)
-
 
 def _slot(spec: Spec, rank: int) -> Piece:
     """Rank ``rank``'s block in a rooted, blocked collective's buffer: slot
@@ -216,6 +316,11 @@ def _slot(spec: Spec, rank: int) -> Piece:
 
 class Scatter(Collective):
     name, rooted, blocked = "scatter", True, True
+    forms = {
+        "scatter": lambda fn, c: c.lib.scatter(
+            c.out, c.blocks(c.inp) if c.is_root else None, c.root, c.group, **c.kw
+        )
+    }
 
     def has_input(self, spec, rank):
         return rank == spec.root
@@ -230,13 +335,14 @@ class Scatter(Collective):
         n = spec.count
         return [inputs[spec.root][r * n : (r + 1) * n] for r in range(spec.world_size)]
 
-    def call(self, lib, inp, out, op=None, root=0, group=None, rank=0, **kw):
-        chunks = list(inp.view(-1, out.numel()).unbind()) if out.numel() else [inp] * _world(lib, group)
-        return lib.scatter(out, chunks if rank == root else None, root, group, **kw)
-
 
 class Gather(Collective):
     name, rooted, blocked = "gather", True, True
+    forms = {
+        "gather": lambda fn, c: c.lib.gather(
+            c.inp, c.blocks(c.out) if c.is_root else None, c.root, c.group, **c.kw
+        )
+    }
 
     def has_output(self, spec, rank):
         return rank == spec.root
@@ -250,20 +356,13 @@ class Gather(Collective):
     def oracle(self, spec, inputs, reduce):
         return [np.concatenate(inputs) if r == spec.root else None for r in range(spec.world_size)]
 
-    def call(self, lib, inp, out, op=None, root=0, group=None, rank=0, **kw):
-        chunks = list(out.view(-1, inp.numel()).unbind()) if inp.numel() else [out] * _world(lib, group)
-        return lib.gather(inp, chunks if rank == root else None, root, group, **kw)
-
-
-def _world(lib, group) -> int:
-    return lib.get_world_size(group)
-
 
 class AllToAll(Collective):
     """Rank ``s`` sends ``splits[s][d]`` elements to rank ``d``; ``size`` is
     one rank's whole send buffer, split evenly."""
 
-    name, aliases = "all_to_all", ("all_to_all_single",)
+    name, split = "all_to_all", True
+    forms = {"all_to_all_single": _a2a_single, "all_to_all": _a2a_lists}
 
     def buffers(self, spec):
         m = spec.matrix
@@ -285,14 +384,24 @@ class AllToAll(Collective):
         ]
 
     def spec(self, p, size, itemsize=4, **options):
-        m = max(int(size) // itemsize, 0) // p
-        return Spec(self.name, p, splits=((m,) * p,) * p, **options)
+        return self.with_count(p, max(int(size) // itemsize, 0) // p, **options)
+
+    def with_count(self, p, count, **options):
+        """Every pair ``count`` elements."""
+        return Spec(self.name, p, splits=((count,) * p,) * p, **options)
+
+    def example(self, p, n, root=0, rng=None):
+        """Uneven: each pair up to ``2n/p`` elements (zeros included), about ``n`` per rank."""
+        high = max(2 * n // p, 1) if n else 0
+        m = (rng or np.random.default_rng(0)).integers(0, high + 1, (p, p))
+        return Spec(self.name, p, splits=tuple(map(tuple, m.tolist())))
+
+    def _spec_of(self, lib, inp, out, root, group):
+        p = lib.get_world_size(group)
+        return self.with_count(p, inp.numel() // p)
 
     def size(self, spec, itemsize=4):
         return int(spec.matrix.sum(axis=1).max()) * itemsize if spec.world_size else 0
-
-    def call(self, lib, inp, out, op=None, root=0, group=None, rank=0, **kw):
-        return lib.all_to_all_single(out, inp, group=group, **kw)
 
 
 class Barrier(Collective):
@@ -300,6 +409,7 @@ class Barrier(Collective):
     that every rank has heard from every rank (the verifier checks causality)."""
 
     name = "barrier"
+    forms = {"barrier": lambda fn, c: c.lib.barrier(c.group, **c.kw)}
 
     def has_input(self, spec, rank):
         return False
@@ -317,13 +427,14 @@ class Barrier(Collective):
         return 0.0
 
     def spec(self, p, size=0, itemsize=4, **options):
+        return self.with_count(p, 1, **options)
+
+    def with_count(self, p, count, **options):
+        """Always the one-element token."""
         return Spec(self.name, p, count=1, **options)
 
     def size(self, spec, itemsize=4):
         return 0
-
-    def call(self, lib, inp, out, op=None, root=0, group=None, rank=0, **kw):
-        return lib.barrier(group, **kw)
 
 
 RECORDS = (
@@ -338,8 +449,30 @@ RECORDS = (
     Barrier(),
 )
 COLLECTIVE: dict[str, Collective] = {c.name: c for c in RECORDS}
-COLLECTIVES = tuple(COLLECTIVE)
+COLLECTIVES = tuple(COLLECTIVE)  # the records' names: every collective the package has
 ALIASES = {alias: c.name for c in RECORDS for alias in c.aliases}
+FUNCTIONS = tuple(f for c in RECORDS for f in c.functions)  # every API function that runs a collective
+
+
+def add_record(c: Collective) -> None:
+    """Add a collective's record after import (a test's toy; a new collective
+    belongs in :data:`RECORDS`). Modules that copied :data:`COLLECTIVES` keep their copy."""
+    global COLLECTIVES, FUNCTIONS
+    if c.name in COLLECTIVE or any(f in ALIASES or f in COLLECTIVE for f in c.aliases):
+        raise ValueError(f"a collective called {c.name!r} (or one of its functions {c.functions}) exists")
+    COLLECTIVE[c.name] = c
+    ALIASES.update({alias: c.name for alias in c.aliases})
+    COLLECTIVES, FUNCTIONS = tuple(COLLECTIVE), FUNCTIONS + c.functions
+
+
+def remove_record(name: str) -> None:
+    """Undo :func:`add_record`."""
+    global COLLECTIVES, FUNCTIONS
+    c = COLLECTIVE.pop(name)
+    for alias in c.aliases:
+        ALIASES.pop(alias, None)
+    COLLECTIVES = tuple(COLLECTIVE)
+    FUNCTIONS = tuple(f for f in FUNCTIONS if f not in c.functions)
 
 
 def canonical(collective: str) -> str:

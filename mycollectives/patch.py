@@ -23,29 +23,13 @@ import functools
 from collections.abc import Callable, Sequence
 
 from . import api
-
-COLLECTIVES = (
-    "broadcast",
-    "all_reduce",
-    "reduce",
-    "all_gather",
-    "all_gather_into_tensor",
-    "all_gather_single",
-    "reduce_scatter",
-    "reduce_scatter_tensor",
-    "reduce_scatter_single",
-    "all_to_all",
-    "all_to_all_single",
-    "scatter",
-    "gather",
-    "barrier",
-)
+from .collectives import FUNCTIONS  # every API function that runs a collective, from the records
 
 _saved: list[tuple[object, str, object]] = []
 
 
 def patch_torch_distributed(
-    names: Sequence[str] = COLLECTIVES, algorithm: str = "auto", **options
+    names: Sequence[str] = FUNCTIONS, algorithm: str = "auto", **options
 ) -> Callable[[], None]:
     """Replace torch.distributed's collectives ``names`` by the package's; returns the undo.
 
@@ -58,10 +42,10 @@ def patch_torch_distributed(
 
     if _saved:
         raise RuntimeError("torch.distributed is already patched; call the undo it returned first")
-    unknown = [n for n in names if n not in COLLECTIVES]
+    unknown = [n for n in names if n not in FUNCTIONS]
     if unknown:
         raise ValueError(
-            f"names: {unknown} are not collectives this package provides; expected some of {COLLECTIVES}"
+            f"names: {unknown} are not collectives this package provides; expected some of {FUNCTIONS}"
         )
     for name in names:
         ours = functools.wraps(getattr(api, name))(

@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 
 import mycollectives as mc
-from mycollectives.collectives import RECORDS, Spec, numpy_reduce
+from mycollectives.collectives import RECORDS, Spec, numpy_reduce, record
 
 DTYPES = {
     "float32": torch.float32,
@@ -25,11 +25,22 @@ DTYPES = {
     "int32": torch.int32,
     "int64": torch.int64,
 }
-# every torch.distributed function, under the record of the collective it runs
-APIS = {c.name: c for c in RECORDS} | {alias: c for c in RECORDS for alias in c.aliases}
+# every API function, under the record of the collective it runs
+APIS = {f: c for c in RECORDS for f in c.functions}
 REDUCING = {api for api, c in APIS.items() if c.reducing}
 ROOTED = {api for api, c in APIS.items() if c.rooted}
-VARIANTS = {c.name: (*c.aliases, c.name) for c in RECORDS if c.aliases}  # the tensor form first
+
+
+def variants(c) -> tuple[str, ...]:
+    """A collective's distinct forms, the tensor form first (a function that is
+    another's newer name, run by the same form, is left out)."""
+    first: dict = {}
+    for f, form in c.forms.items():
+        first.setdefault(form, f)
+    return tuple(first.values())
+
+
+VARIANTS = {c.name: variants(c) for c in RECORDS}
 
 
 def ops_for(dtype: str) -> list[str]:
@@ -55,12 +66,9 @@ class Case:
         return DTYPES.get(self.dtype) or getattr(torch, self.dtype)
 
 
-def splits(case: Case) -> np.ndarray:
-    """Rows each rank sends each rank in all-to-all: uneven, zeros included."""
-    rng = np.random.default_rng(case.seed + 7)
-    if case.n == 0:
-        return np.zeros((case.p, case.p), dtype=np.int64)
-    return rng.integers(0, max(case.n, 1) + 1, (case.p, case.p))
+def spec(case: Case) -> Spec:
+    """The call of ``case``, as its record draws an example of that size."""
+    return record(case.api).example(case.p, case.n, case.root, np.random.default_rng(case.seed + 7))
 
 
 def values(case: Case, rank: int, numel: int) -> torch.Tensor:
@@ -76,127 +84,55 @@ def values(case: Case, rank: int, numel: int) -> torch.Tensor:
     return x.to(case.torch_dtype)
 
 
-def inputs(case: Case, rank: int) -> dict:
-    """The arguments of ``case.api`` on ``rank`` (fresh tensors every call)."""
-    p, n, dt = case.p, case.n, case.torch_dtype
-    api = case.api
-    if api in ("broadcast", "reduce", "all_reduce"):
-        return {"tensor": values(case, rank, n)}
-    if api in ("all_gather_into_tensor", "all_gather"):
-        return {"input": values(case, rank, n), "p": p}
-    if api in ("reduce_scatter_tensor", "reduce_scatter"):
-        return {"input": values(case, rank, p * n), "n": n}
-    if api == "scatter":
-        full = values(case, rank, p * n)
-        return {"tensor": torch.zeros(n, dtype=dt), "list": list(full.split(n)) if n else [full[:0]] * p}
-    if api == "gather":
-        return {"tensor": values(case, rank, n), "p": p}
-    if api in ("all_to_all_single", "all_to_all"):
-        m = splits(case)
-        rows_in, rows_out = m[rank], m[:, rank]
-        x = values(case, rank, int(rows_in.sum()) * 2).reshape(-1, 2)
-        return {"input": x, "in": rows_in.tolist(), "out": rows_out.tolist()}
-    raise ValueError(api)
+def _numel(pieces) -> int:
+    return sum(count for _, _, count in pieces)
+
+
+def inputs(case: Case, rank: int) -> torch.Tensor:
+    """``rank``'s flat input, where its record puts it (fresh every call; a rank
+    without input gets values too, which the collective must ignore or overwrite)."""
+    s = spec(case)
+    return values(case, rank, _numel(record(case.api).input_at(s, rank)))
 
 
 def call(case: Case, rank: int, impl: str, group=None) -> list[np.ndarray]:
-    """Run ``case`` on this rank through ``impl`` ("mc" or "torch"); return the outputs."""
-    a = inputs(case, rank)
+    """Run ``case`` on this rank through ``impl`` ("mc" or "torch"); return its
+    flat output, or nothing where the rank has none (torch leaves a reduce's
+    non-root tensors unspecified). torch.distributed runs each collective's
+    first form (gloo has no list all-to-all); a collective it lacks is
+    answered by the oracle."""
+    c, s = record(case.api), spec(case)
+    if impl == "torch" and not c.in_torch:
+        return oracle(case)[rank]
     lib = mc if impl == "mc" else dist
     kw = {"algorithm": case.algorithm, **dict(case.options)} if impl == "mc" else {}
     op = getattr(mc.ReduceOp if impl == "mc" else dist.ReduceOp, case.op) if case.op else None
     avg_by_hand = impl == "torch" and case.op == "AVG"  # gloo has no AVG
     if avg_by_hand:
         op = dist.ReduceOp.SUM
-    api, p, dt = case.api, case.p, case.torch_dtype
-    if api == "broadcast":
-        lib.broadcast(a["tensor"], case.root, group, **kw)
-        outs = [a["tensor"]]
-    elif api == "all_reduce":
-        lib.all_reduce(a["tensor"], op, group, **kw)
-        outs = [a["tensor"]]
-    elif api == "reduce":
-        lib.reduce(a["tensor"], case.root, op, group, **kw)
-        outs = [a["tensor"]] if rank == case.root or impl == "mc" else []
-    elif api == "all_gather_into_tensor":
-        out = torch.zeros(p * case.n, dtype=dt)
-        lib.all_gather_into_tensor(out, a["input"], group, **kw)
-        outs = [out]
-    elif api == "all_gather":
-        outs = [torch.zeros(case.n, dtype=dt) for _ in range(p)]
-        lib.all_gather(outs, a["input"], group, **kw)
-    elif api == "reduce_scatter_tensor":
-        out = torch.zeros(case.n, dtype=dt)
-        lib.reduce_scatter_tensor(out, a["input"], op, group, **kw)
-        outs = [out]
-    elif api == "reduce_scatter":
-        out = torch.zeros(case.n, dtype=dt)
-        lib.reduce_scatter(
-            out, list(a["input"].split(case.n)) if case.n else [a["input"]] * p, op, group, **kw
-        )
-        outs = [out]
-    elif api == "scatter":
-        lib.scatter(a["tensor"], a["list"] if rank == case.root else None, case.root, group, **kw)
-        outs = [a["tensor"]]
-    elif api == "gather":
-        outs = [torch.zeros(case.n, dtype=dt) for _ in range(p)] if rank == case.root else None
-        lib.gather(a["tensor"], outs, case.root, group, **kw)
-        outs = outs or []
-    elif api == "all_to_all_single":
-        out = torch.zeros(sum(a["out"]), 2, dtype=dt)
-        lib.all_to_all_single(out, a["input"], a["out"], a["in"], group, **kw)
-        outs = [out]
-    elif api == "all_to_all" and impl == "torch":  # gloo has no list all_to_all: same data, single form
-        out = torch.zeros(sum(a["out"]), 2, dtype=dt)
-        dist.all_to_all_single(out, a["input"], a["out"], a["in"], group)
-        outs = list(out.split(a["out"]))
-    elif api == "all_to_all":
-        ins = list(a["input"].split(a["in"]))
-        outs = [torch.zeros(r, 2, dtype=dt) for r in a["out"]]
-        lib.all_to_all(outs, ins, group, **kw)
-    else:
-        raise ValueError(api)
-    if avg_by_hand and outs:
-        outs = [o.div_(p) for o in outs]
-    if api == "reduce" and impl == "mc" and rank != case.root:
-        outs = []  # torch leaves non-root tensors unspecified; compared separately
-    return [o.float().numpy().copy() if o.dtype == torch.bfloat16 else o.numpy().copy() for o in outs]
+    inp = inputs(case, rank)
+    out = inp if c.in_place else torch.zeros(_numel(c.output_at(s, rank)), dtype=case.torch_dtype)
+    root = dist.get_global_rank(group, case.root) if impl == "torch" and group is not None else case.root
+    function = case.api if impl == "mc" else c.functions[0]
+    c.call(lib, inp, out, op, root, group, rank, spec=s, function=function, **kw)
+    if not c.has_output(s, rank):
+        return []
+    if avg_by_hand:
+        out = out.div_(case.p)
+    return [out.float().numpy().copy() if out.dtype == torch.bfloat16 else out.numpy().copy()]
 
 
 def oracle(case: Case) -> list[list[np.ndarray]]:
-    """What every rank's outputs must be: the collective's record's NumPy oracle
-    on every rank's inputs, flattened, then cut as ``case.api`` returns them."""
-    p, n, c = case.p, case.n, APIS[case.api]
-    ins = [inputs(case, r) for r in range(p)]
-    if c.name == "all_to_all":
-        m = splits(case) * 2  # rows of two elements
-        spec = Spec(c.name, p, splits=tuple(map(tuple, m.tolist())))
-        flat = [a["input"].double().numpy().reshape(-1) for a in ins]
-    else:
-        spec = Spec(c.name, p, count=n, root=case.root)
-        key = "list" if c.name == "scatter" else "tensor" if c.in_place or c.name == "gather" else "input"
-        flat = [_flat(a[key]) for a in ins]
+    """What every rank's output must be: the collective's record's NumPy oracle
+    on every rank's input (nothing where a rank has no output)."""
+    c, s = record(case.api), spec(case)
+    flat = [inputs(case, r).double().numpy() for r in range(case.p)]
     if case.op in ("BAND", "BOR", "BXOR"):  # bitwise: on the integers themselves
         flat = [x.astype(np.int64) for x in flat]
     outs = c.oracle(
-        spec,
-        [x if c.has_input(spec, r) else None for r, x in enumerate(flat)],
-        numpy_reduce(case.op or "SUM"),
+        s, [x if c.has_input(s, r) else None for r, x in enumerate(flat)], numpy_reduce(case.op or "SUM")
     )
-    if c.name == "all_to_all":
-        rows = [o.reshape(-1, 2) for o in outs]
-        if case.api == "all_to_all":
-            return [np.split(rows[r], np.cumsum(splits(case)[:, r])[:-1]) for r in range(p)]
-        return [[x] for x in rows]
-    if case.api in ("all_gather", "gather"):  # the list forms: one tensor per rank
-        return [np.split(o, p) if o is not None else [] for o in outs]
-    return [[o] if o is not None else [] for o in outs]
-
-
-def _flat(x) -> np.ndarray:
-    if isinstance(x, list):
-        return np.concatenate([t.double().numpy().reshape(-1) for t in x]) if x else np.zeros(0)
-    return x.double().numpy().reshape(-1)
+    return [[o] if o is not None and c.has_output(s, r) else [] for r, o in enumerate(outs)]
 
 
 def compare(case: Case, rank: int, got: list[np.ndarray], want: list[np.ndarray]) -> str | None:

@@ -58,7 +58,7 @@ def register(
         )
 
     def deco(fn: Builder) -> Builder:
-        table = _REGISTRY[canonical(collective)]
+        table = _REGISTRY.setdefault(canonical(collective), {})
         if name in table or name in ("auto", "native"):
             raise ValueError(f"{collective} already has an algorithm called {name!r}")
         table[name] = Entry(name, fn, tuple(uses), heap_only)
@@ -80,11 +80,11 @@ def algorithms(collective: str) -> tuple[str, ...]:
     >>> algorithms("broadcast")
     ('linear', 'binomial', 'chain', 'scatter_allgather')
     """
-    return tuple(_REGISTRY[canonical(collective)])
+    return tuple(_REGISTRY.get(canonical(collective), {}))
 
 
 def entry(collective: str, algorithm: str) -> Entry:
-    table = _REGISTRY[canonical(collective)]
+    table = _REGISTRY.get(canonical(collective), {})
     if algorithm not in table:
         raise ValueError(
             f"unknown algorithm {algorithm!r} for {collective}; expected 'auto' or one of {tuple(table)}"
@@ -154,7 +154,7 @@ def spec_for(
     if splits is not None:
         return Spec(c.name, world_size, splits=tuple(map(tuple, splits)), **opts)
     if count is not None:
-        return Spec(c.name, world_size, count=count, **opts)
+        return c.with_count(world_size, count, **opts)
     return c.spec(world_size, nbytes, itemsize, **opts)
 
 

@@ -36,4 +36,6 @@ def broadcast(
     def body(job) -> None:
         job.run({WORK: tensor.view(-1)}, as_given=True)
 
-    return launch("broadcast", group, algorithm, options, validate, body, async_op, [tensor], heap=tensor)
+    return launch(
+        "broadcast", group, algorithm, options, validate, body, async_op, [tensor], heap_tensor=tensor
+    )

@@ -163,7 +163,7 @@ def launch(
     body: Callable[[Launch], None],
     async_op: bool = False,
     outputs: Sequence[torch.Tensor] = (),
-    heap: torch.Tensor | None = None,
+    heap_tensor: torch.Tensor | None = None,
 ) -> Work | None:
     """Check, agree, build the schedule and run ``body(launch)``, in the group's order.
 
@@ -171,17 +171,47 @@ def launch(
     its :class:`Meta`; it must not modify any tensor. Returns None, or with
     ``async_op`` a :class:`~mycollectives.api.work.Work` whose result is
     ``outputs``. A bad argument is raised before anything runs on the rank
-    that made it, after the handshake has told the other ranks. ``heap`` is
-    the tensor whose lying in symmetric memory lets the call run as loads and
-    stores (:mod:`mycollectives.loadstore`).
+    that made it, after the handshake has told the other ranks.
+    ``heap_tensor`` is the tensor whose lying in symmetric memory lets the
+    call run as loads and stores (:mod:`mycollectives.loadstore`).
     """
     opts, err = Options.parse(fn, options)
+    t = _transport(fn, group, opts)
+    if t is None:
+        return None
+    c = record(fn)
+    meta, handle, err = _check(fn, t, algorithm, validate, heap_tensor, err)
+    note = flight.posted(t, fn, algorithm, meta)
+
+    def run_call() -> None:
+        if t.device.type == "cuda":  # an async call runs on the lane's thread: its current device too
+            torch.cuda.set_device(t.device)
+        p, splits, checked = t.world_size, None, False
+        needs_splits = c.split and not (meta is not None and meta.even)
+        if p > 1 and (opts.check or needs_splits):
+            table = handshake(t, fn, algorithm, meta, err, opts, handle)
+            checked = handle is not None
+            agree(fn, t.rank, table)
+            if err is None and c.split:
+                splits = check_splits(fn, t.rank, table)
+        if err is not None:
+            raise err
+        if c.split and splits is None:  # split evenly on every rank: nothing to learn
+            splits = np.tile(np.asarray(meta.in_splits, dtype=np.int64), (p, 1))
+        schedule = _schedule(fn, t, c.name, algorithm, meta, opts, splits)
+        body(Launch(t, meta, schedule, opts, fn, splits, checked))
+
+    return lane_for(t).run(flight.track(note, run_call), async_op and err is None, outputs)
+
+
+def _transport(fn: str, group, opts: Options) -> Transport | None:
+    """The transport of ``group``, or None where this rank is not in it (warned, as torch does)."""
     try:
-        t = resolve_group(group, opts.timeout)
+        return resolve_group(group, opts.timeout)
     except NotInGroup:
         warnings.warn(
             f"{fn}: this rank is not in the group, so the call does nothing (as in torch.distributed)",
-            stacklevel=3,
+            stacklevel=4,
         )
         return None
     except (ValueError, TypeError) as e:
@@ -189,7 +219,11 @@ def launch(
     except (TransportTimeout, TransportPeerError) as e:  # a transport's collective set-up
         kind = CollectiveTimeout if isinstance(e, TransportTimeout) else PeerError
         raise kind(f"{fn} on rank {_rank_hint()}: {e}") from e
-    collective = canonical(fn)
+
+
+def _check(fn: str, t: Transport, algorithm, validate: Callable, heap_tensor, err: Exception | None):
+    """This rank's :class:`Meta`, its symmetric-memory handle, and the first
+    problem with its arguments (raised later, once the other ranks know)."""
     meta, handle = None, None
     try:
         if err is not None:
@@ -197,36 +231,16 @@ def launch(
         if not isinstance(algorithm, str):
             raise TypeError(f"argument 'algorithm' must be a str, got {algorithm!r}")
         if algorithm != "auto":
-            entry(collective, algorithm)  # raises for an unknown name
+            entry(canonical(fn), algorithm)  # raises for an unknown name
         meta = validate(Checker(fn, t.rank, t.world_size, None if t.local else t.device), t)
-        handle = symmetric.handle_of(heap, t) if heap is not None else None
+        handle = symmetric.handle_of(heap_tensor, t) if heap_tensor is not None else None
         meta.symmetric = handle is not None
         if meta.op is not None and (why := op_dtype_error(meta.op, meta.dtype)):
             raise TypeError(f"argument 'op': {why}")
         err = None
     except (ValueError, TypeError) as e:
         err = _on_rank(e, fn, t.rank)
-    note = flight.posted(t, fn, algorithm, meta)
-
-    def job() -> None:
-        if t.device.type == "cuda":  # an async call runs on the lane's thread: its current device too
-            torch.cuda.set_device(t.device)
-        p, splits, checked = t.world_size, None, False
-        needs_splits = collective == "all_to_all" and not (meta is not None and meta.even)
-        if p > 1 and (opts.check or needs_splits):
-            table = handshake(t, fn, algorithm, meta, err, opts, handle)
-            checked = handle is not None
-            agree(fn, t.rank, table)
-            if err is None and collective == "all_to_all":
-                splits = check_splits(fn, t.rank, table)
-        if err is not None:
-            raise err
-        if collective == "all_to_all" and splits is None:
-            splits = np.tile(np.asarray(meta.in_splits, dtype=np.int64), (p, 1))
-        schedule = _schedule(fn, t, collective, algorithm, meta, opts, splits)
-        body(Launch(t, meta, schedule, opts, fn, splits, checked))
-
-    return lane_for(t).run(flight.track(note, job), async_op and err is None, outputs)
+    return meta, handle, err
 
 
 def _schedule(fn, t, collective: str, algorithm: str, meta: Meta, opts: Options, splits) -> Schedule:
@@ -279,13 +293,13 @@ def _rank_hint():
 
 
 def scratch(
-    numel: int, like: torch.Tensor, transport=None, slot: str = "work", heap: bool = False
+    numel: int, like: torch.Tensor, transport=None, slot: str = "work", in_heap: bool = False
 ) -> torch.Tensor:
     """Working memory for one call: fresh, or, given the ``transport``, the
     executor's reusable :func:`~mycollectives.executor.workspace`; with
-    ``heap``, in symmetric memory (every rank of a call the ranks agreed is in
+    ``in_heap``, in symmetric memory (every rank of a call the ranks agreed is in
     symmetric memory asks for the same, so the first such call rendezvouses it)."""
-    if heap:
+    if in_heap:
         return symmetric.workspace(transport, slot, numel, like.dtype)
     if transport is None:
         return torch.empty(numel, dtype=like.dtype, device=like.device)

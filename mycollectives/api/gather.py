@@ -48,7 +48,15 @@ def all_gather_into_tensor(
         job.run({WORK: work})
 
     return launch(
-        "all_gather_into_tensor", group, algorithm, options, validate, body, async_op, [output], heap=output
+        "all_gather_into_tensor",
+        group,
+        algorithm,
+        options,
+        validate,
+        body,
+        async_op,
+        [output],
+        heap_tensor=output,
     )
 
 

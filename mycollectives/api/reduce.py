@@ -42,7 +42,9 @@ def all_reduce(
         job.run({WORK: tensor.view(-1)}, as_given=True)
         _finish_avg(job, tensor)
 
-    return launch("all_reduce", group, algorithm, options, validate, body, async_op, [tensor], heap=tensor)
+    return launch(
+        "all_reduce", group, algorithm, options, validate, body, async_op, [tensor], heap_tensor=tensor
+    )
 
 
 @torch.no_grad()

@@ -49,12 +49,20 @@ def reduce_scatter_tensor(
 
     def body(job) -> None:
         # input stays untouched: a copy (in symmetric memory when the input is)
-        work = scratch(input.numel(), output, job.transport, heap=job.meta.symmetric)
+        work = scratch(input.numel(), output, job.transport, in_heap=job.meta.symmetric)
         work.copy_(input.detach().reshape(-1))
         _run(job, work, output)
 
     return launch(
-        "reduce_scatter_tensor", group, algorithm, options, validate, body, async_op, [output], heap=input
+        "reduce_scatter_tensor",
+        group,
+        algorithm,
+        options,
+        validate,
+        body,
+        async_op,
+        [output],
+        heap_tensor=input,
     )
 
 

@@ -70,16 +70,20 @@ class Case:
         native = algorithm == NATIVE
         lib, kw = (dist, {}) if native else (mc, {"algorithm": algorithm, "check": self.arg_check})
         op = getattr(lib.ReduceOp, _OPS[self.redop]) if self.record.reducing else None
-        self.record.call(lib, self.inp, self.out, op, self.global_root, self.group, self.rank, **kw)
+        self.record.call(
+            lib, self.inp, self.out, op, self.global_root, self.group, self.rank, spec=self.spec, **kw
+        )
 
     def native_supported(self) -> bool:
-        """Whether the backend has this collective (gloo lacks some); every rank agrees."""
+        """Whether the backend has this collective (gloo lacks some, torch.distributed
+        others); every rank agrees. Whatever the backend raises means no."""
         if self.native_ok is None:
-            try:
-                self.call(NATIVE)
-                ok = 1
-            except (RuntimeError, ValueError, NotImplementedError):
-                ok = 0
+            ok = int(self.record.in_torch)
+            if ok:
+                try:
+                    self.call(NATIVE)
+                except Exception:  # noqa: BLE001 - any refusal of the backend's, named or not
+                    ok = 0
             flag = torch.tensor([ok], device=self.device)
             dist.all_reduce(flag, dist.ReduceOp.MIN, self.group)
             self.native_ok = bool(flag.item())

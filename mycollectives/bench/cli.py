@@ -24,7 +24,7 @@ from . import report
 from .cases import NATIVE
 from .factors import DTYPES, parse_size, sizes
 
-COLLECTIVES = tuple(c.name for c in RECORDS if c.bound(2) > 0)  # nccl-tests': those that move data
+DATA_COLLECTIVES = tuple(c.name for c in RECORDS if c.bound(2) > 0)  # nccl-tests': those that move data
 
 
 def parser() -> argparse.ArgumentParser:
@@ -34,7 +34,7 @@ def parser() -> argparse.ArgumentParser:
         "--collective",
         "-C",
         default="all_reduce",
-        choices=COLLECTIVES,
+        choices=DATA_COLLECTIVES,
         help="the collective (default all_reduce)",
     )
     a("-b", "--minbytes", default="32M", help="smallest size, e.g. 8, 64K, 16M (default 32M)")

@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 
 from .. import api, symmetric
-from ..collectives import busbw_factor
+from ..collectives import busbw_factor, record
 from ..transport.shm import ShmTransport
 
 WAYS = ("loads and stores", "messages (shared memory)", "gloo")
@@ -45,9 +45,10 @@ def tour(rank: int) -> dict:
 
 
 def time_heap(rank: int, collective: str, sizes: Sequence[int], reps: int = 9) -> dict:
-    """Median seconds per call of ``collective`` (``all_reduce``, ``all_gather``,
-    ``reduce_scatter`` or ``broadcast``) at each nccl-tests ``size``, the three
-    :data:`WAYS` interleaved; every rank returns its own times."""
+    """Median seconds per call of ``collective`` at each nccl-tests ``size``, the
+    three :data:`WAYS` interleaved; every rank returns its own times. A collective
+    whose API runs from symmetric memory (all-reduce, all-gather, reduce-scatter,
+    broadcast) runs the first way as loads and stores; any other by messages."""
     torch.set_num_threads(1)
     shm = ShmTransport(None)
     out: dict = {}
@@ -73,46 +74,30 @@ def time_heap(rank: int, collective: str, sizes: Sequence[int], reps: int = 9) -
 
 
 def _calls(collective: str, size: int, rank: int, p: int, shm) -> dict:
-    n = size // 4
-    block = n // p
+    """The three ways of one call, each on its own buffers (its record says their sizes)."""
+    c = record(collective)
+    spec = c.spec(p, size)
+    n_in, n_out = (
+        sum(k for _, _, k in pieces) for pieces in (c.input_at(spec, rank), c.output_at(spec, rank))
+    )
+    op = api.ReduceOp.SUM if c.reducing else None
+    native = dist.ReduceOp.SUM if c.reducing else None
 
     def heap(k: int) -> torch.Tensor:
         x = symmetric.empty(k)
         symmetric.rendezvous(x)
-        return x
+        return x.fill_(1.0)
 
-    if collective == "all_reduce":
-        s, m, g = heap(n), torch.ones(n), torch.ones(n)
-        return {
-            WAYS[0]: lambda: api.all_reduce(s),
-            WAYS[1]: lambda: api.all_reduce(m, group=shm),
-            WAYS[2]: lambda: dist.all_reduce(g),
-        }
-    if collective == "all_gather":
-        inp = torch.full((block,), float(rank))
-        s, m, g = heap(p * block), torch.empty(p * block), torch.empty(p * block)
-        return {
-            WAYS[0]: lambda: api.all_gather_into_tensor(s, inp),
-            WAYS[1]: lambda: api.all_gather_into_tensor(m, inp, group=shm),
-            WAYS[2]: lambda: dist.all_gather_into_tensor(g, inp),
-        }
-    if collective == "reduce_scatter":
-        out = torch.empty(block)
-        s, m, g = heap(p * block), torch.ones(p * block), torch.ones(p * block)
-        return {
-            WAYS[0]: lambda: api.reduce_scatter_tensor(out, s),
-            WAYS[1]: lambda: api.reduce_scatter_tensor(out, m, group=shm),
-            WAYS[2]: lambda: dist.reduce_scatter_tensor(out, g),
-        }
-    if collective == "broadcast":
-        s, m, g = heap(n), torch.ones(n), torch.ones(n)
-        return {
-            WAYS[0]: lambda: api.broadcast(s, 0),
-            WAYS[1]: lambda: api.broadcast(m, 0, group=shm),
-            WAYS[2]: lambda: dist.broadcast(g, 0),
-        }
-    raise ValueError(f"time_heap: collective {collective!r} is not one of all_reduce, all_gather, "
-                     "reduce_scatter, broadcast")  # fmt: skip
+    def pair(alloc) -> tuple[torch.Tensor, torch.Tensor]:
+        inp = alloc(n_in)
+        return inp, inp if c.in_place else alloc(n_out)
+
+    s, m, g = pair(heap), pair(torch.ones), pair(torch.ones)  # the first: both tensors in symmetric memory
+    return {
+        WAYS[0]: lambda: c.call(api, *s, op, 0, None, rank, spec=spec),
+        WAYS[1]: lambda: c.call(api, *m, op, 0, shm, rank, spec=spec),
+        WAYS[2]: lambda: c.call(dist, *g, native, 0, None, rank, spec=spec),
+    }
 
 
 def summarize(per_rank: Sequence[dict], collective: str) -> list[dict]:

@@ -57,7 +57,7 @@ def time_local(
                     for a in algorithms:
                         api.barrier(check=False)
                         t0 = time.perf_counter()
-                        c.call(api, inp, out, op, 0, None, rank, algorithm=a, check=False)
+                        c.call(api, inp, out, op, 0, None, rank, spec=spec, algorithm=a, check=False)
                         times.setdefault((name, a, size), []).append(time.perf_counter() - t0)
         return times
 

@@ -24,10 +24,10 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from ..collectives import record
+from ..collectives import COLLECTIVES, record
 from ..errors import CollectiveTimeout, DeadlockError
 from ..transport import LocalWorld
-from .expected import COLLECTIVES, Case, Code, compare, inputs
+from .expected import Case, Code, compare, inputs
 
 
 class ExerciseFailure(AssertionError):

@@ -15,11 +15,10 @@ from dataclasses import dataclass
 
 import torch
 
-from ..collectives import RECORDS, Collective, Spec, numpy_reduce, record
+from ..collectives import Collective, Spec, numpy_reduce, record
 
 FILL = -7  # outputs start as this, so "never written" is recognisable
 
-COLLECTIVES = tuple(c.name for c in RECORDS)
 
 
 @dataclass(frozen=True)

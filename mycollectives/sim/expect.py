@@ -27,7 +27,8 @@ from .result import SimResult
 
 _NCCL_TESTS = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
                "alltoall": "all_to_all", "bcast": "broadcast"}  # fmt: skip
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all")
+# the collectives NCCL's model prices
+PREDICTED = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all")
 
 
 def collective_name(text: str) -> str:
@@ -35,8 +36,8 @@ def collective_name(text: str) -> str:
     name = text.lower().removesuffix("_perf")
     name = _NCCL_TESTS.get(name.replace("_", ""), name)
     c = canonical(name)
-    if c not in COLLECTIVES:
-        raise ValueError(f"collective {text!r}: expected one of {COLLECTIVES}")
+    if c not in PREDICTED:
+        raise ValueError(f"collective {text!r}: expected one of {PREDICTED}")
     return c
 
 
