@@ -14,8 +14,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # pip, quiet: no progress, no setuptools banner about editable installs
 PIP := PYTHONWARNINGS=ignore $(PY) -m pip
-# The CPU wheel of torch 2.13.0 that this project's machines keep on disk;
-# elsewhere pip fetches it (or, failing that, any torch the platform offers).
+# The torch the book was written against (pip's CPU or CUDA wheel for the
+# platform; failing that, any torch the platform offers).
 TORCH_SPEC ?= torch==2.13.0
 
 .PHONY: test test-fast book fresh-book lab lint format clean
@@ -78,10 +78,12 @@ $(MATHJAX):
 	rm -rf _build/mathjax/package _build/mathjax/mathjax-$(MATHJAX_VERSION).tgz
 
 # Strict: warnings are errors, references nitpicky. Notebooks execute once and
-# are cached (_build/.jupyter_cache): a warm rebuild re-executes nothing.
+# are cached (_build/.jupyter_cache): a warm rebuild re-executes nothing. A
+# page whose execution failed fails every build until it executes
+# (_ext/execution.py), which prints each page it executes and its seconds.
 book: $(VENV)/.book $(MATHJAX)
 	set -o pipefail; $(VENV)/bin/jupyter-book build . -q --warningiserror --nitpick --keep-going 2>&1 \
-	  | { grep -v "Kernel is running over TCP without encryption" || true; }
+	  | { grep --line-buffered -v "Kernel is running over TCP without encryption" || true; }
 	@echo "Open $(CURDIR)/_build/html/index.html in a browser."
 
 # The book as live notebooks: double-click a chapter or lab to run it.

@@ -257,7 +257,9 @@ def _schedule(fn, t, collective: str, algorithm: str, meta: Meta, opts: Options,
     env = None if t.local else os.environ.get("LOCAL_WORLD_SIZE")
     call["local_size"] = opts.local_size or getattr(t, "local_size", None) or (int(env) if env else None)
     if algorithm == "auto":
-        name = auto.choose(collective, p, nbytes, itemsize=itemsize, heap=meta.symmetric)
+        name = auto.choose(
+            collective, p, nbytes, itemsize=itemsize, heap=meta.symmetric, local_size=call["local_size"]
+        )
     else:
         name = algorithm
     try:

@@ -20,13 +20,14 @@ from __future__ import annotations
 from .calibration import Calibration, fit_alpha_beta
 from .choose import DEFAULT_MACHINE, cheapest, crossover_size, formula_time, predict
 from .counted import Machine, counted_cost, round_load, round_times, traffic
-from .formulas import FORMULAS, UPPER_BOUND, closed_form
+from .formulas import FORMULAS, UPPER_BOUND, closed_form, has_closed_form
 
 __all__ = [
     "Machine",
     "Calibration",
     "counted_cost",
     "closed_form",
+    "has_closed_form",
     "formula_time",
     "round_load",
     "round_times",

@@ -4,7 +4,16 @@ NCCL times every (algorithm, protocol) pair as ``latency + bytes / bandwidth``
 and runs the minimum (``nccl_tuning``). :func:`predict` does the same with the
 alpha-beta-gamma time *counted from each algorithm's schedule*, so an
 algorithm needs no formula to be ranked; :func:`cheapest` takes the minimum
-(``mycollectives.auto`` calls it). :func:`crossover_size` finds where one
+(``mycollectives.auto`` calls it).
+
+Counting builds every schedule: milliseconds at a few ranks, seconds at a
+thousand (a schedule holds every transfer of every rank). Above
+:data:`COUNT_UP_TO` ranks an algorithm that has a closed form
+(:data:`~mycollectives.cost.formulas.FORMULAS`) is ranked by it instead, as
+NCCL's tuner evaluates its formulas in microseconds; an algorithm without
+one is still counted, and so is symmetric memory (``Machine.loads``), which
+the closed forms do not model. The two rankings agree on every collective
+and size up to 64 ranks (``tests/test_auto_scale.py``). :func:`crossover_size` finds where one
 algorithm overtakes another by bisection on the closed forms, the book's
 formulas, which are piecewise linear in the size.
 
@@ -14,14 +23,22 @@ all-gather or reduce-scatter (:meth:`~mycollectives.collectives.Collective.spec`
 
 from __future__ import annotations
 
+import functools
+
 from ..algorithms import algorithms, canonical, entry, schedule_for, uses
+from ..algorithms.registry import DEFAULT_SEGMENT_BYTES
 from ..collectives import record
 from .counted import Machine, counted_cost
-from .formulas import closed_form
+from .formulas import closed_form, has_closed_form
 
 # A generic fabric for ``auto`` when nothing was calibrated: 5 us per message
 # and 10 GB/s (a 100 Gb/s link), reducing at 20 GB/s. Calibrate for your own.
 DEFAULT_MACHINE = Machine(alpha=5e-6, beta=1e-10, gamma=5e-11)
+
+# Up to this many ranks ``predict`` counts every schedule; above, it uses the
+# closed forms where an algorithm has one (``method="auto"``).
+COUNT_UP_TO = 64
+METHODS = ("auto", "counted", "formula")
 
 
 def predict(
@@ -33,8 +50,11 @@ def predict(
     local_size: int | None = None,
     candidates=None,
     heap: bool = False,
+    method: str = "auto",
 ) -> dict[str, float]:
-    """Time of each algorithm, counted from its schedule, in menu order.
+    """Time of each algorithm, in menu order: counted from its schedule, or
+    (``method="formula"``, and ``"auto"`` above :data:`COUNT_UP_TO` ranks) its
+    closed form where it has one.
 
     An algorithm that reads the node size (``uses`` holds ``local_size``) is a
     candidate only when ``local_size`` is given; one that refuses the call's
@@ -42,7 +62,10 @@ def predict(
     load/store algorithm (``heap_only``) only for tensors in symmetric memory
     (``heap``).
     """
+    if method not in METHODS:
+        raise ValueError(f"predict: method={method!r}; expected one of {METHODS}")
     c = canonical(collective)
+    formulas = not machine.loads and (method == "formula" or (method == "auto" and world_size > COUNT_UP_TO))
     out = {}
     for name in candidates or algorithms(c):
         if "local_size" in uses(c, name) and not local_size:
@@ -50,25 +73,65 @@ def predict(
         if entry(c, name).heap_only and not heap and not candidates:
             continue
         try:
-            s = schedule_for(c, name, world_size, nbytes, itemsize, local_size=local_size)
+            if formulas and has_closed_form(c, name):
+                out[name] = _formula_cost(c, name, world_size, nbytes, machine, itemsize, local_size)
+            else:
+                s = schedule_for(c, name, world_size, nbytes, itemsize, local_size=local_size)
+                out[name] = counted_cost(s, machine, itemsize)
         except ValueError:
             continue
-        out[name] = counted_cost(s, machine, itemsize)
     return out
 
 
+def _formula_cost(c: str, name: str, p: int, nbytes: int, machine: Machine, itemsize: int, local_size):
+    """The closed form of a call, with the options the algorithm's schedule would read."""
+    reads = uses(c, name)
+    params = {}
+    if "segment" in reads:
+        params["segment"] = max(1, DEFAULT_SEGMENT_BYTES // itemsize)  # as spec_for's default
+    if "local_size" in reads:
+        params["local_size"] = local_size
+    return closed_form(c, name, p, _formula_count(c, p, nbytes, itemsize), machine, itemsize, **params)
+
+
+@functools.cache
+def _per_block(collective: str) -> bool:
+    """Whether the closed forms of ``collective`` read one rank's block: the
+    blocked collectives, and all-to-all (whose even call is ``p`` blocks a rank)."""
+    rec = record(collective)
+    return rec.blocked or rec.spec(2, 16).splits is not None
+
+
+def _formula_count(collective: str, p: int, nbytes: int, itemsize: int) -> int:
+    """The ``count`` a closed form reads for nccl-tests' ``size`` (without building a ``p x p`` split table)."""
+    elems = max(int(nbytes) // itemsize, 0)
+    return elems // p if _per_block(collective) else elems
+
+
 def cheapest(collective: str, world_size: int, nbytes: int, machine: Machine = DEFAULT_MACHINE, **kw) -> str:
-    """The algorithm :func:`predict` finds fastest (ties go to the earlier in the menu)."""
+    """The algorithm :func:`predict` finds fastest (ties go to the earlier in the menu).
+
+    >>> cheapest("all_reduce", 8, 64), cheapest("all_reduce", 4096, 64 << 20)  # closed forms above 64 ranks
+    ('recursive_doubling', 'rabenseifner')
+    """
     times = predict(collective, world_size, nbytes, machine, **kw)
     best = min(times.values())
     return next(name for name, t in times.items() if t <= best * (1 + 1e-9))  # ties: menu order
 
 
-def formula_time(collective: str, algorithm: str, world_size: int, nbytes: int, machine: Machine, **params):
-    """:func:`closed_form` of a call of nccl-tests' ``size`` (float32)."""
-    spec = record(collective).spec(world_size, nbytes)
-    count = spec.count if spec.splits is None else spec.splits[0][0]
-    return closed_form(canonical(collective), algorithm, world_size, count, machine, **params)
+def formula_time(
+    collective: str,
+    algorithm: str,
+    world_size: int,
+    nbytes: int,
+    machine: Machine,
+    itemsize: int = 4,
+    **params,
+) -> float:
+    """:func:`closed_form` of a call of nccl-tests' ``size`` (float32 unless ``itemsize`` says otherwise)."""
+    c = canonical(collective)
+    count = _formula_count(c, world_size, nbytes, itemsize)
+    return closed_form(c, algorithm, world_size, count, machine, itemsize, **params)
 
 
 def crossover_size(

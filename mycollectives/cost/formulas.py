@@ -23,6 +23,7 @@ rounds are lighter than the steady state it charges for every round.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -41,6 +42,19 @@ def formula(collective: str, algorithm: str) -> Callable[[Formula], Formula]:
         return fn
 
     return deco
+
+
+def has_closed_form(collective: str, algorithm: str) -> bool:
+    """Whether ``algorithm`` registered a closed form (optional: its counted cost needs none)."""
+    return (collective, algorithm) in FORMULAS
+
+
+def _nodes(p: int, local_size: int | None) -> tuple[int, int]:
+    """Ranks per node and nodes; a node size that does not divide ``p`` is refused, as the builders do."""
+    local = local_size or p
+    if local < 1 or p % local:
+        raise ValueError(f"local_size={local} must divide the world size {p}")
+    return local, p // local
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -148,23 +162,39 @@ def _ar_dbt(m, p, n, s, segment=None, **_):
     """Upper bound: ``S + 2H`` rounds (``S`` segments per tree, ``H`` the taller
     tree's height), each charged as the steady state of the busiest rank, which
     talks to its parent and children in both trees at once."""
-    from ..algorithms.trees import _heights_depths, btree_parents, mirrored_parents
-
     half = _cdiv(n, 2)
     nseg = num_segments(half, segment)
     seg = _cdiv(half, nseg) * s
+    busiest, children, height = _double_tree(p)
+    return (nseg + 2 * height) * m.time(busiest, busiest * seg, children * seg)
+
+
+@functools.lru_cache(maxsize=64)
+def _double_tree(p: int) -> tuple[int, int, int]:
+    """NCCL's two binary trees on ``p`` ranks: the most peers and the most
+    children a rank has in both together, and the taller tree's height."""
+    from ..algorithms.trees import btree_parents, mirrored_parents
+
     trees = [btree_parents(p), mirrored_parents(p)]
     children = sum(np.bincount(t[t >= 0], minlength=p) for t in trees)  # per rank, both trees
     peers = children + sum((t >= 0).astype(int) for t in trees)
-    height = max(int(_heights_depths(t)[0].max()) for t in trees)
-    busiest = int(peers.max())
-    return (nseg + 2 * height) * m.time(busiest, busiest * seg, int(children.max()) * seg)
+    return int(peers.max()), int(children.max()), max(_height(t) for t in trees)
+
+
+def _height(parent: np.ndarray) -> int:
+    """Longest walk from a rank up to the root (every rank at once, one level a step)."""
+    x, height = np.arange(len(parent)), 0
+    while True:
+        x = parent[x]
+        x = x[x >= 0]
+        if not len(x):
+            return height
+        height += 1
 
 
 @formula("all_reduce", "hierarchical")
 def _ar_hierarchical(m, p, n, s, local_size=None, **_):
-    local = local_size or p
-    nodes = p // local
+    local, nodes = _nodes(p, local_size)
     c_node, c_rail = _cdiv(n, local) * s, _cdiv(n, local * nodes) * s
     intra = (local - 1) * (m.time(1, c_node, c_node) + m.time(1, c_node))
     inter = (nodes - 1) * (m.time(1, c_rail, c_rail) + m.time(1, c_rail))
@@ -214,8 +244,7 @@ def _rs_pat(m, p, n, s, segment=None, **_):
 
 def _two_level(m, p, n, s, local_size, reduce: bool):
     """Inside the node ``L-1`` steps of a bundle of ``p/L`` blocks, then ``p/L - 1`` of one block."""
-    local = local_size or p
-    nodes = p // local
+    local, nodes = _nodes(p, local_size)
     b = n * s
     red = 1.0 if reduce else 0.0
     return (local - 1) * m.time(1, nodes * b, red * nodes * b) + (nodes - 1) * m.time(1, b, red * b)

@@ -6,12 +6,22 @@ member); :meth:`group_rank` translates the global ranks that
 receives go out together through ``batch_isend_irecv``: posted one at a time
 they can deadlock, since NCCL runs them in order on one stream. Buffers live
 on ``cuda:LOCAL_RANK`` there, on the CPU otherwise.
+
+Waiting under NCCL is what torch.distributed's ``work.wait()`` does (the
+current CUDA stream waits for NCCL's, the CPU does not block), then a CUDA
+event recorded behind it tells the CPU when the round is done: checked in a
+short spin (a small message is done in microseconds), then slept on in the
+driver (``blocking=True``: cudaEventBlockingSync) by a helper thread, so that
+a peer that never answers ends in :class:`TransportTimeout` naming it, not in
+a hang. Nothing sleeps for a fixed interval.
 """
 
 from __future__ import annotations
 
 import datetime
 import os
+import queue
+import threading
 import time
 import weakref
 
@@ -21,6 +31,8 @@ import torch.distributed as dist
 from .base import COLLECTIVE_TAG, Label, Message, NotInGroup, TransportPeerError, TransportTimeout
 
 DEFAULT_TIMEOUT = 300.0
+# How long a wait checks its CUDA event in a loop before sleeping on it.
+SPIN_SECONDS = float(os.environ.get("MYCOLLECTIVES_SPIN_US", "200")) * 1e-6
 
 
 class TorchDistTransport:
@@ -52,6 +64,7 @@ class TorchDistTransport:
         self.timeout = float(timeout or os.environ.get("MYCOLLECTIVES_TIMEOUT", DEFAULT_TIMEOUT))
         self._global = [dist.get_global_rank(self.group, r) for r in range(self.world_size)]
         self._group_of = {g: r for r, g in enumerate(self._global)}
+        self.waiter = _Waiter()  # started on the first wait that outlasts the spin (NCCL only)
         if self.nccl:
             self.device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", torch.cuda.current_device())))
         else:
@@ -96,8 +109,10 @@ class TorchDistTransport:
             works = dist.batch_isend_irecv(ops)
         except RuntimeError as e:
             raise TransportPeerError(_first_line(e)) from e
-        # NCCL coalesces the batch: wait for all of it through one handle
-        shared = _DistWork(works[-1], self, None, extra=works[:-1])
+        # NCCL coalesces the batch: wait for all of it through one handle,
+        # named after the peers it waits on (those it receives from first)
+        peers = list(dict.fromkeys([m.peer for m in recvs] + [m.peer for m in sends]))
+        shared = _DistWork(works[-1], self, peers[0], extra=works[:-1], peers=peers)
         return [shared] * len(sends), [shared] * len(recvs)
 
 
@@ -115,8 +130,9 @@ def _post(call, tensor, peer: int, tag: int):
 
 
 class _DistWork:
-    def __init__(self, work, transport: TorchDistTransport, peer, extra=()):
+    def __init__(self, work, transport: TorchDistTransport, peer, extra=(), peers=None):
         self.work, self.transport, self.peer, self.extra = work, transport, peer, extra
+        self.peers = peers if peers is not None else [peer]
         self.done = False
 
     def is_completed(self) -> bool:
@@ -127,14 +143,15 @@ class _DistWork:
             return True
         timeout = timeout or self.transport.timeout
         try:
-            if self.transport.nccl:  # NCCL's wait() only syncs streams: poll for the timeout
-                deadline = time.monotonic() + timeout
-                while not all(w.is_completed() for w in (self.work, *self.extra)):
-                    if time.monotonic() > deadline:
-                        raise TransportTimeout(f"no completion after {timeout:g} s")
-                    time.sleep(1e-4)
+            if self.transport.nccl:
                 for w in (self.work, *self.extra):
-                    w.wait()
+                    w.wait()  # the current stream waits for NCCL's; the CPU goes on
+                event = torch.cuda.Event(blocking=True)  # its waiter sleeps in the driver
+                event.record(torch.cuda.current_stream(self.transport.device))
+                if not completes(event, timeout, self.transport.waiter):
+                    raise TransportTimeout(
+                        f"no completion after {timeout:g} s (waiting on ranks {self.peers})", peer=self.peer
+                    )
             else:  # gloo marks p2p work complete only inside wait(timeout)
                 for w in (self.work, *self.extra):
                     w.wait(datetime.timedelta(seconds=timeout))
@@ -145,3 +162,51 @@ class _DistWork:
             raise TransportPeerError(_first_line(e), peer=self.peer) from e
         self.done = True
         return True
+
+
+def completes(event, timeout: float, waiter: _Waiter, spin: float | None = None) -> bool:
+    """Whether ``event`` (a CUDA event, or anything with ``query()`` and a
+    blocking ``synchronize()``) completes within ``timeout`` seconds: checked
+    for ``spin`` seconds (:data:`SPIN_SECONDS`), then slept on by ``waiter``'s thread."""
+    spin = SPIN_SECONDS if spin is None else spin
+    start = time.perf_counter()
+    while not event.query():
+        if time.perf_counter() - start >= min(spin, timeout):
+            return waiter.wait(event, timeout - (time.perf_counter() - start))
+    return True
+
+
+class _Waiter:
+    """A daemon thread that sleeps on events (``synchronize()``) and wakes the
+    rank that waits for each; a wait that times out leaves it behind (its
+    event may never complete) and the next wait starts a fresh one."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._jobs: queue.SimpleQueue | None = None
+
+    def wait(self, event, timeout: float) -> bool:
+        done = threading.Event()
+        with self._lock:
+            if self._jobs is None:
+                self._jobs = queue.SimpleQueue()
+                threading.Thread(
+                    target=_serve, args=(self._jobs,), daemon=True, name="mycollectives-wait"
+                ).start()
+            jobs = self._jobs
+        jobs.put((event, done))
+        if done.wait(max(timeout, 0.0)):
+            return True
+        with self._lock:
+            if self._jobs is jobs:
+                self._jobs = None  # that thread may be stuck on this event for good
+        return False
+
+
+def _serve(jobs: queue.SimpleQueue) -> None:
+    while True:
+        event, done = jobs.get()
+        try:
+            event.synchronize()
+        finally:
+            done.set()
