@@ -34,11 +34,10 @@ def offsets(rank: int, kind: str) -> dict:
     x.fill_(1.0)
     mine = x[:n] if rank == 0 else x[n:]
     out = {}
-    for check in (True,):
-        out["all_reduce"] = _outcome(lambda: mc.all_reduce(mine, group=t, timeout=20, check=check))
-        out["broadcast"] = _outcome(lambda: mc.broadcast(mine, 0, group=t, timeout=20))
-        inp = torch.ones(n // dist.get_world_size())
-        out["all_gather"] = _outcome(lambda: mc.all_gather_into_tensor(mine, inp, group=t, timeout=20))
+    out["all_reduce"] = _outcome(lambda: mc.all_reduce(mine, group=t, timeout=20))
+    out["broadcast"] = _outcome(lambda: mc.broadcast(mine, 0, group=t, timeout=20))
+    inp = torch.ones(n // dist.get_world_size())
+    out["all_gather"] = _outcome(lambda: mc.all_gather_into_tensor(mine, inp, group=t, timeout=20))
     y = symmetric.empty(2 * n)  # another allocation, at the same offset: refused too
     symmetric.rendezvous(y, t)
     other = x[:n] if rank == 0 else y[:n]
@@ -79,7 +78,8 @@ def sizes(rank: int) -> dict:
     h = symmetric.rendezvous(x, timeout=20)
     out["get_buffer(-1)"] = _outcome(lambda: h.get_buffer(1 - rank, (-1,), torch.float32))
     out["storage_offset=-4"] = _outcome(lambda: h.get_buffer(1 - rank, (4,), torch.float32, -4))
-    del x, h
+    del x
+    h = None
     after = (_fds(), _maps())
     out["left"] = [before, after]
     return out

@@ -72,7 +72,9 @@ def test_freed_heaps_return_their_descriptors_and_mappings():
 
 def _ours() -> set[str]:
     """What a heap could leave in /dev/shm (semaphores are multiprocessing's, not ours)."""
-    return {f for f in os.listdir("/dev/shm") if not f.startswith("sem.") and not f.startswith("mycollectives-")}
+    return {
+        f for f in os.listdir("/dev/shm") if not f.startswith("sem.") and not f.startswith("mycollectives-")
+    }
 
 
 def test_a_rank_killed_in_rendezvous_leaves_nothing_in_dev_shm():

@@ -26,10 +26,10 @@ import torch
 
 from .. import symmetric
 from ..algorithms import ALIASES, COLLECTIVES, algorithms, schedule_for
+from ..errors import CollectiveError
 from ..executor import execute
 from ..ops import ReduceOp
 from ..schedule import WORK
-from ..errors import CollectiveError
 from ..transport import COLLECTIVE_TAG, Transport
 
 

@@ -47,11 +47,15 @@ def refusal(rank: int, rows: torch.Tensor) -> str | None:
     sizes = {int(rows[r, 3]) for r in range(p)}
     if len(sizes) != 1:
         shown = ", ".join(f"rank {r}: {int(rows[r, 3])}" for r in range(p))
-        return f"ranks allocated blocks of different sizes in bytes ({shown}); allocate the same on every rank"
+        return (
+            f"ranks allocated blocks of different sizes in bytes ({shown}); allocate the same on every rank"
+        )
     return None
 
 
-def attach(rank: int, p2p, block: Block, rows: torch.Tensor, wake: tuple[int, int], timeout: float, t_timeout):
+def attach(
+    rank: int, p2p, block: Block, rows: torch.Tensor, wake: tuple[int, int], timeout: float, t_timeout
+):
     """Map every peer's block and open its wake-up pipe; the handle (``wake``: this rank's pipe)."""
     p, size = len(rows), block.nbytes + PAD_BYTES
     segs, wake_out = [], {}
@@ -62,14 +66,20 @@ def attach(rank: int, p2p, block: Block, rows: torch.Tensor, wake: tuple[int, in
                 continue
             pid, fd, pipe = (int(x) for x in rows[q, 2:][[0, 2, 3]])
             try:
-                segs.append(torch.from_file(f"/proc/{pid}/fd/{fd}", shared=True, size=size, dtype=torch.uint8))
+                segs.append(
+                    torch.from_file(f"/proc/{pid}/fd/{fd}", shared=True, size=size, dtype=torch.uint8)
+                )
                 wake_out[q] = os.open(f"/proc/{pid}/fd/{pipe}", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
             except (OSError, RuntimeError) as e:
                 raise TransportPeerError(f"cannot map rank {q}'s block (process {pid}): {e}", peer=q) from e
-        everyone(p2p, rows[rank, :1].clone(), timeout, "symmetric memory mapped")  # every peer has mapped ours
+        everyone(
+            p2p, rows[rank, :1].clone(), timeout, "symmetric memory mapped"
+        )  # every peer has mapped ours
     except BaseException:
         close_fds(wake_out.values())
         raise
     ident = int.from_bytes(hashlib.blake2b(rows.numpy().tobytes(), digest_size=8).digest(), "little") >> 2
     pids = [int(x) for x in rows[:, 2]]
-    return SymmetricMemory(rank, p, segs, block.nbytes, pids, t_timeout, wake[0], wake_out, ident, fds=[wake[1]])
+    return SymmetricMemory(
+        rank, p, segs, block.nbytes, pids, t_timeout, wake[0], wake_out, ident, fds=[wake[1]]
+    )
