@@ -2,10 +2,18 @@
 
 Every rank all-gathers a small descriptor of its call: function, algorithm,
 dtype, element count, root, op, options; all-to-all's split sizes; or the
-error its own arguments raised. If any rank's arguments are bad, or the ranks
-disagree, every rank raises a clear error, instead of some ranks hanging
-while they wait for a peer that gave up. The descriptor travels by the
-package's own all-gather (Bruck's), through the same transport as the call.
+error its own arguments raised; for a tensor in symmetric memory, which
+rendezvous it lies in and at which offset (a load reads each peer at the
+reader's own offset, so every property the load/store schedule depends on is
+compared). If any rank's arguments are bad, or the ranks disagree, every
+rank raises a clear error, instead of some ranks hanging while they wait for
+a peer that gave up, or reading the wrong bytes. The descriptor travels by
+the package's own all-gather (Bruck's), through the same transport as the
+call; on a group with symmetric memory it meets in the group's control block
+(:func:`mycollectives.symmetric.control`), whether or not the call's tensors
+are in the heap, so a rank in the heap and one outside it are told so. Every
+descriptor carries a magic word: a message that is not one (a user's send
+with a tag in the package's range) is refused, never read as a descriptor.
 """
 
 from __future__ import annotations
@@ -16,18 +24,22 @@ import zlib
 import numpy as np
 import torch
 
+from .. import symmetric
 from ..algorithms import ALIASES, COLLECTIVES, algorithms, schedule_for
+from ..errors import CollectiveError
 from ..executor import execute
 from ..ops import ReduceOp
 from ..schedule import WORK
-from ..transport import Transport
+from ..transport import COLLECTIVE_TAG, Transport
 
 
 def _id(value) -> int:
     return zlib.crc32(str(value).encode()) if value is not None else -1
 
 
-_HEAD = 12
+_HEAD = 14
+_MAGIC_AT, MAGIC = 13, 0x6D63_6172_6773  # "mcargs": every descriptor carries it
+_NFIELDS = 11
 _MSG = 32  # int64 words of error message (256 bytes)
 _FIELDS = (
     "function",
@@ -39,6 +51,8 @@ _FIELDS = (
     "segment_bytes",
     "local_size",
     "use of symmetric memory",
+    "byte offset in symmetric memory",
+    "symmetric memory allocation (its rendezvous)",
 )
 
 
@@ -57,9 +71,14 @@ def _fields(fn, algorithm, dtype, count, root, op, segment, local, symmetric) ->
     )
 
 
-def _describe(fn, algorithm, meta, err, opts, p: int) -> np.ndarray:
+def _describe(fn, algorithm, meta, err, opts, p: int, placed=None) -> np.ndarray:
     d = np.zeros(_HEAD + _MSG + 2 * p, dtype=np.int64)
     d[0] = 1 if isinstance(err, ValueError) else 2 if err is not None else 0
+    d[_MAGIC_AT] = MAGIC
+    if placed is not None:
+        d[10], d[11] = placed.offset, placed.ident
+    else:
+        d[10] = d[11] = -1
     if meta is not None:
         d[1:10] = _fields(
             fn,
@@ -81,13 +100,16 @@ def _describe(fn, algorithm, meta, err, opts, p: int) -> np.ndarray:
 
 
 def handshake(t: Transport, fn, algorithm, meta, err, opts, heap=None) -> np.ndarray:
-    """Every rank's descriptor, one row per rank (call on every rank). With a
-    symmetric-memory ``heap`` the descriptors meet in its mailboxes, one
-    barrier on the signal pads instead of a round of messages."""
+    """Every rank's descriptor, one row per rank (call on every rank). ``heap``:
+    where the call's tensor lies in symmetric memory
+    (:class:`~mycollectives.symmetric.Placement`), or None. On a group with
+    symmetric memory the descriptors meet in its control block's mailboxes,
+    one barrier on the signal pads instead of a round of messages."""
     p = t.world_size
-    mine = _describe(fn, algorithm, meta, err, opts, p)
-    if heap is not None:
-        return _through_heap(heap, mine, opts.timeout or t.timeout, fn)
+    mine = _describe(fn, algorithm, meta, err, opts, p, heap)
+    meet = symmetric.control(t) or (heap.handle if heap is not None else None)
+    if meet is not None:
+        return _through_heap(meet, mine, opts.timeout or t.timeout, fn)
     mine = torch.from_numpy(mine)
     width = mine.numel()
     everyone = torch.zeros(p * width, dtype=torch.int64, device=t.device)
@@ -98,29 +120,47 @@ def handshake(t: Transport, fn, algorithm, meta, err, opts, heap=None) -> np.nda
 
 
 def _through_heap(heap, mine: np.ndarray, timeout: float, fn: str) -> np.ndarray:
+    """The descriptors through the mailboxes: each call writes one half of its
+    rank's mailbox, the next call the other half. A rank that is done with
+    call k may write call k+1's descriptor before a slower peer has read
+    call k's; it cannot reach call k+2 before every peer has arrived at call
+    k+1's barrier, that is, has read call k's."""
     from ..errors import CollectiveTimeout, PeerError
     from ..transport import TransportPeerError, TransportTimeout
 
-    boxes = heap.mailboxes()
-    boxes[heap.rank][: len(mine)] = mine
+    half = len(heap.mailboxes()[0]) // 2
+    if len(mine) > half:
+        raise ValueError(f"{fn}: {heap.world_size} ranks need a larger mailbox than symmetric memory has")
+    at = (heap.checks % 2) * half
+    heap.checks += 1
+    boxes = [box[at : at + len(mine)] for box in heap.mailboxes()]
+    boxes[heap.rank][:] = mine
     try:
         heap.barrier(1, timeout)
     except TransportTimeout as e:
         raise CollectiveTimeout(
             f"{fn} (argument check in symmetric memory) on rank {heap.rank}: rank {e.peer} did not arrive "
-            f"within {timeout:g} s (does every rank pass a tensor in symmetric memory, rendezvoused on this group?)"
+            f"within {timeout:g} s (did it call {fn} on this group?)"
         ) from e
     except TransportPeerError as e:
         raise PeerError(f"{fn} (argument check) on rank {heap.rank}: {e}") from e
-    return np.stack([box[: len(mine)] for box in boxes])  # a copy: the next call may overwrite them
+    return np.stack(boxes)  # a copy: the next call may overwrite them
 
 
 def agree(fn: str, me: int, table: np.ndarray) -> None:
     """Raise on this rank if any rank's arguments were bad or ranks disagree."""
     if table[me, 0]:
         return  # this rank's own error is raised by the caller
-    if not table[:, 0].any() and (table[:, 1:10] == table[0, 1:10]).all():
+    fields = table[:, 1 : 1 + _NFIELDS]
+    if not table[:, 0].any() and (fields == fields[0]).all() and (table[:, _MAGIC_AT] == MAGIC).all():
         return  # the common case, decided in one comparison
+    for r, row in enumerate(table):
+        if row[_MAGIC_AT] != MAGIC or row[0] not in (0, 1, 2):
+            raise CollectiveError(
+                f"{fn} on rank {me}: the argument check received from rank {r} a message that is not "
+                f"an argument descriptor (was a send with a tag >= {COLLECTIVE_TAG}, the package's own, "
+                "pending on that rank?)"
+            )
     for r, row in enumerate(table):
         if row[0] and r != me:
             msg = row[_HEAD : _HEAD + _MSG].tobytes().rstrip(b"\0").decode(errors="replace")
@@ -129,7 +169,7 @@ def agree(fn: str, me: int, table: np.ndarray) -> None:
     for i, what in enumerate(_FIELDS, start=1):
         col = table[:, i]
         if (col != col[0]).any():
-            known = names()
+            known = names() if i < 10 else {-1: "not in symmetric memory"}
             shown = ", ".join(f"rank {r}: {known.get(int(v), v)}" for r, v in enumerate(col))
             raise ValueError(f"{fn} on rank {me}: ranks disagree on the {what} ({shown})")
 

@@ -9,12 +9,13 @@ import torch
 from .. import flight
 from ..errors import CollectiveTimeout, DeadlockError, PeerError
 from ..transport import Label, NotInGroup, resolve_group
-from ..transport.base import TransportDeadlock, TransportPeerError, TransportTimeout
+from ..transport.base import TransportDeadlock, TransportPeerError, TransportTimeout, user_tag
 from .checks import Checker
 
 
-def _peer(fn: str, tensor, peer, group_peer, arg: str, group):
-    """The transport and the peer's group rank; None for a rank outside ``group``."""
+def _peer(fn: str, tensor, peer, group_peer, arg: str, group, tag=0):
+    """The transport and the peer's group rank; None for a rank outside ``group``.
+    ``tag`` must be a user's (below the package's own, ``COLLECTIVE_TAG``)."""
     try:
         t = resolve_group(group)
     except NotInGroup:
@@ -22,10 +23,22 @@ def _peer(fn: str, tensor, peer, group_peer, arg: str, group):
         return None
     c = Checker(fn, t.rank, t.world_size, None if t.local else t.device)
     c.tensor("tensor", tensor)
+    user_tag(fn, t.rank, tag)
     r = c.root(arg, peer, group_peer, t.group_rank)
     if r == t.rank:
         raise c.fail(arg, f"is this rank ({t.rank}); a rank cannot send to or receive from itself")
     return t, r
+
+
+def _post(post, what: str, timeout: float, note):
+    """``post()`` (a transport's isend or irecv), a failure at once (gloo's,
+    when the peer is already gone) turned into the package's error."""
+    try:
+        return post()
+    except TransportTimeout as e:
+        raise flight.fail(note, CollectiveTimeout(f"{what}: {e}")) from e
+    except TransportPeerError as e:
+        raise flight.fail(note, PeerError(f"{what}: {e}")) from e
 
 
 class _P2PWork:
@@ -60,14 +73,16 @@ def isend(
     """Start sending ``tensor`` to rank ``dst``; returns a handle with ``wait()``.
 
     Do not modify ``tensor`` before the handle's ``wait()`` returns. A user's
-    messages never match a collective's (those have a tag of their own).
+    messages never match a collective's (those have a tag of their own):
+    ``tag`` must be in ``[0, 2**28)``, the tags above are the package's.
     """
-    if (found := _peer("isend", tensor, dst, group_dst, "dst", group)) is None:
+    if (found := _peer("isend", tensor, dst, group_dst, "dst", group, tag)) is None:
         return None
     t, r = found
     note = flight.p2p(t, "send", r, tensor)
-    work = t.isend(tensor, r, tag, Label("send"))
-    return _P2PWork(work, f"isend on rank {t.rank} to rank {r}", t.timeout, note)
+    what = f"isend on rank {t.rank} to rank {r}"
+    work = _post(lambda: t.isend(tensor, r, tag, Label("send")), what, t.timeout, note)
+    return _P2PWork(work, what, t.timeout, note)
 
 
 @torch.no_grad()
@@ -75,12 +90,13 @@ def irecv(
     tensor: torch.Tensor, src: int | None = None, group=None, tag: int = 0, group_src: int | None = None
 ) -> _P2PWork:
     """Start receiving into ``tensor`` from rank ``src``; returns a handle with ``wait()``."""
-    if (found := _peer("irecv", tensor, src, group_src, "src", group)) is None:
+    if (found := _peer("irecv", tensor, src, group_src, "src", group, tag)) is None:
         return None
     t, r = found
     note = flight.p2p(t, "recv", r, tensor)
-    work = t.irecv(tensor, r, tag, Label("recv"))
-    return _P2PWork(work, f"irecv on rank {t.rank} from rank {r}", t.timeout, note)
+    what = f"irecv on rank {t.rank} from rank {r}"
+    work = _post(lambda: t.irecv(tensor, r, tag, Label("recv")), what, t.timeout, note)
+    return _P2PWork(work, what, t.timeout, note)
 
 
 @torch.no_grad()

@@ -10,17 +10,54 @@ turns those into errors that name the collective, round and peer.
 
 from __future__ import annotations
 
+import math
+import numbers
+import os
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import torch
 
+from ..errors import CollectiveTimeout, PeerError
+
 # The tag of every message of a collective. A user's own send and receive
 # (tag 0 by default, as in torch.distributed) never match a collective's
 # messages, so a user message still in flight cannot be taken by a collective
 # called meanwhile, nor the other way round. Tags from this value up are the
-# package's own.
+# package's own: ``send``/``recv`` refuse them (:func:`user_tag`).
 COLLECTIVE_TAG = 1 << 28
+TIMEOUT_ENV = "MYCOLLECTIVES_TIMEOUT"
+
+
+def user_tag(fn: str, rank: int, tag) -> int:
+    """``tag`` of a user's ``send``/``recv``, checked: an int in ``[0, COLLECTIVE_TAG)``.
+
+    Tags from ``COLLECTIVE_TAG`` up are the package's own (a user message
+    with one would be taken by the next collective); gloo refuses negative
+    ones."""
+    if not isinstance(tag, numbers.Integral) or isinstance(tag, bool):
+        raise TypeError(f"{fn} on rank {rank}: argument 'tag' must be an int, got {tag!r}")
+    if not 0 <= tag < COLLECTIVE_TAG:
+        raise ValueError(
+            f"{fn} on rank {rank}: argument 'tag' must be in [0, {COLLECTIVE_TAG}) (2**28), got {tag}; "
+            "tags from 2**28 up are reserved for the package's collectives"
+        )
+    return int(tag)
+
+
+def env_timeout(default: float) -> float:
+    """``MYCOLLECTIVES_TIMEOUT`` in seconds (``default`` where unset or empty),
+    refused with an error naming it unless a positive, finite number."""
+    raw = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not raw:
+        return float(default)
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{TIMEOUT_ENV}={raw!r}: expected a positive, finite number of seconds")
+    return value
 
 
 class _PeerNamed(Exception):
@@ -31,8 +68,12 @@ class _PeerNamed(Exception):
         self.peer = peer
 
 
-class TransportTimeout(_PeerNamed, TimeoutError):
-    """No matching message (or no taker for ours) within the timeout."""
+class TransportTimeout(_PeerNamed, CollectiveTimeout):
+    """No matching message (or no taker for ours) within the timeout.
+
+    The layers above turn it into a :class:`~mycollectives.errors.CollectiveTimeout`
+    that names the call; it is one already, so none can reach a user as
+    anything else."""
 
 
 class NotInGroup(ValueError):
@@ -48,8 +89,9 @@ class TransportDeadlock(TransportTimeout):
     """
 
 
-class TransportPeerError(_PeerNamed, RuntimeError):
-    """The peer is gone: it crashed, raised, or closed the connection."""
+class TransportPeerError(_PeerNamed, PeerError):
+    """The peer is gone: it crashed, raised, or closed the connection (a
+    :class:`~mycollectives.errors.PeerError`, as for :class:`TransportTimeout`)."""
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,11 @@ book's space-time diagrams and animations are drawn from.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
 
+from .base import env_timeout
 from .local_mail import Mail
 from .local_rank import LocalTransport, TraceEvent  # noqa: F401 (TraceEvent re-exported)
 
@@ -60,7 +60,7 @@ class LocalWorld:
         if eager_bytes is not None and (not isinstance(eager_bytes, int) or eager_bytes < 0):
             raise ValueError(f"eager_bytes must be None or an int >= 0, got {eager_bytes!r}")
         self.world_size = world_size
-        timeout = float(timeout or os.environ.get("MYCOLLECTIVES_TIMEOUT", 60.0))
+        timeout = float(timeout or env_timeout(60.0))
         self.mail = Mail(world_size, timeout, trace, eager_bytes)
         self.transports = [LocalTransport(self.mail, r) for r in range(world_size)]
 

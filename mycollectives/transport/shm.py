@@ -17,11 +17,13 @@ protocol.
   memory (from ``eager_bytes`` up, 1 by default); a user's own send and
   receive (any other tag), and smaller messages if ``eager_bytes`` is
   raised, go through the process group as they are.
-* Constructing the transport is collective (every rank of the group, as
-  for ``torch.distributed.new_group``), under a timeout: the ranks agree on
-  the names of their files and check that they share a host
+* Setting up is collective (every rank of the group), under a timeout: the
+  ranks agree on the names of their files and check that they share a host
   (``shm_setup.py``, which also says how files leave ``/dev/shm`` whichever
-  way a process ends).
+  way a process ends). Constructing the transport sends nothing: the set-up
+  runs with the group's first message of a collective, inside that call, so
+  on the worker of an ``async_op=True`` call (which returns at once), and in
+  the group's own order, so groups may be first used in any order.
 * Each sender owns its regions (files in ``/dev/shm``, one growing set per
   peer) and names them with a random number of its own, which the token
   carries: two jobs, or two transports of one job, never share a file. The receiver unlinks a file as soon as it has mapped it
@@ -46,11 +48,13 @@ from __future__ import annotations
 
 import os
 import random
+import threading
 import weakref
 
 import torch
 
-from .base import COLLECTIVE_TAG, Done, Label, Message, TransportPeerError
+from ..errors import CollectiveTimeout, PeerError
+from .base import COLLECTIVE_TAG, Done, Label, Message, TransportPeerError, TransportTimeout
 from .shm_bells import Doorbells
 from .shm_regions import Inbox, Outbox, host_id, stem, unlink_all
 from .shm_setup import on_sigterm
@@ -86,8 +90,9 @@ class ShmTransport:
         self.paths: set[str] = set()
         self._out: dict[int, Outbox] = {}
         self._in: dict[int, Inbox] = {}
-        self.bells = Doorbells(self.inner, self.host, setup_timeout or self.timeout)
-        self.key = self.bells.key
+        self._bells: Doorbells | None = None  # set up on first use (see the module)
+        self._setup_timeout = setup_timeout or self.timeout
+        self._setup_lock = threading.Lock()
         self._finalizer = weakref.finalize(self, unlink_all, self.paths, CLOSE_GRACE_S)
         on_sigterm(self)
 
@@ -99,7 +104,34 @@ class ShmTransport:
         if self._finalizer.alive:
             self._finalizer.detach()
             unlink_all(self.paths, grace)
-        self.bells.close()
+        if self._bells is not None:
+            self._bells.close()
+
+    @property
+    def bells(self) -> Doorbells:
+        """The doorbells, set up (collectively) on first use."""
+        bells = self._bells
+        if bells is None:
+            with self._setup_lock:
+                if self._bells is None:
+                    self._bells = self._set_up()
+                bells = self._bells
+        return bells
+
+    def _set_up(self) -> Doorbells:
+        """The collective set-up; its failures are the package's errors as they
+        are (the executor would otherwise name them as a message's)."""
+        try:
+            return Doorbells(self.inner, self.host, self._setup_timeout)
+        except TransportTimeout as e:
+            raise CollectiveTimeout(f"rank {self.rank}: {e}") from e
+        except TransportPeerError as e:
+            raise PeerError(f"rank {self.rank}: {e}") from e
+
+    @property
+    def key(self) -> int:
+        """The number the ranks agreed on, which names every file of this transport."""
+        return self.bells.key
 
     def group_rank(self, rank: int) -> int:
         return self.inner.group_rank(rank)

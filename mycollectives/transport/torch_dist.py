@@ -28,7 +28,15 @@ import weakref
 import torch
 import torch.distributed as dist
 
-from .base import COLLECTIVE_TAG, Label, Message, NotInGroup, TransportPeerError, TransportTimeout
+from .base import (
+    COLLECTIVE_TAG,
+    Label,
+    Message,
+    NotInGroup,
+    TransportPeerError,
+    TransportTimeout,
+    env_timeout,
+)
 
 DEFAULT_TIMEOUT = 300.0
 # How long a wait checks its CUDA event in a loop before sleeping on it.
@@ -61,7 +69,7 @@ class TorchDistTransport:
         self.backend = str(dist.get_backend(self.group)).lower()
         self.nccl = self.backend == "nccl"
         self.batched = self.nccl if batched is None else batched
-        self.timeout = float(timeout or os.environ.get("MYCOLLECTIVES_TIMEOUT", DEFAULT_TIMEOUT))
+        self.timeout = float(timeout or env_timeout(DEFAULT_TIMEOUT))
         self._global = [dist.get_global_rank(self.group, r) for r in range(self.world_size)]
         self._group_of = {g: r for r, g in enumerate(self._global)}
         self.waiter = _Waiter()  # started on the first wait that outlasts the spin (NCCL only)

@@ -1,0 +1,125 @@
+"""Tasks for tests/test_robust_heap.py (issue 33: offsets, sizes, errors and leaks of the heap),
+run on every rank of a gloo group (see distpool.py)."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import torch
+import torch.distributed as dist
+
+import mycollectives as mc
+from mycollectives import symmetric
+from mycollectives.transport.shm import ShmTransport
+
+
+def _group(kind: str):
+    return ShmTransport(None, timeout=30) if kind == "shm" else None
+
+
+def _outcome(call) -> str:
+    try:
+        call()
+    except Exception as e:  # noqa: BLE001 - the test reads the class and the message
+        return f"{type(e).__name__}: {e}"
+    return "ok"
+
+
+def offsets(rank: int, kind: str) -> dict:
+    """Rank 0 passes x[:n], the others x[n:], of one rendezvoused block: refused, never a wrong sum."""
+    t, n = _group(kind), 8
+    x = symmetric.empty(2 * n)
+    symmetric.rendezvous(x, t)
+    x.fill_(1.0)
+    mine = x[:n] if rank == 0 else x[n:]
+    out = {}
+    out["all_reduce"] = _outcome(lambda: mc.all_reduce(mine, group=t, timeout=20))
+    out["broadcast"] = _outcome(lambda: mc.broadcast(mine, 0, group=t, timeout=20))
+    inp = torch.ones(n // dist.get_world_size())
+    out["all_gather"] = _outcome(lambda: mc.all_gather_into_tensor(mine, inp, group=t, timeout=20))
+    y = symmetric.empty(2 * n)  # another allocation, at the same offset: refused too
+    symmetric.rendezvous(y, t)
+    other = x[:n] if rank == 0 else y[:n]
+    out["another block"] = _outcome(lambda: mc.all_reduce(other, group=t, timeout=20))
+    plain = x[:n] if rank == 0 else torch.ones(n)
+    out["heap and plain"] = _outcome(lambda: mc.all_reduce(plain, group=t, timeout=20))
+    x.fill_(1.0)
+    out["same offset"] = _outcome(lambda: mc.all_reduce(x[n:], group=t, timeout=20))
+    out["sum"] = float(x[n])
+    return out
+
+
+def rendezvous_errors(rank: int) -> dict:
+    """Bad timeouts, a plain tensor on one rank, an absent peer: the package's errors."""
+    out = {}
+    x = symmetric.empty(4)
+    for bad in (-1, "5", float("nan"), 0):
+        out[f"timeout={bad!r}"] = _outcome(lambda: symmetric.rendezvous(x, timeout=bad))  # noqa: B023
+    y = symmetric.empty(4) if rank == 0 else torch.ones(4)
+    out["plain on one rank"] = _outcome(lambda: symmetric.rendezvous(y, timeout=20))
+    return out
+
+
+def absent_peer(rank: int) -> str:
+    """Rank 0 rendezvouses alone (the group is left broken: the pool goes after)."""
+    z = symmetric.empty(4)
+    return _outcome(lambda: symmetric.rendezvous(z, timeout=2)) if rank == 0 else "not called"
+
+
+def sizes(rank: int) -> dict:
+    """Sizes torch.empty refuses are refused, and nothing of them is left (no descriptor, no file)."""
+    symmetric.rendezvous(symmetric.empty(4), timeout=20)  # the group's control block, kept
+    before = (_fds(), _maps())
+    out = {}
+    for args in ((-1,), ((-1, 4),), (1.5,), (2, -3), (-5,)):
+        out[repr(args)] = _outcome(lambda: symmetric.empty(*args))  # noqa: B023
+    x = symmetric.empty(16)
+    h = symmetric.rendezvous(x, timeout=20)
+    out["get_buffer(-1)"] = _outcome(lambda: h.get_buffer(1 - rank, (-1,), torch.float32))
+    out["storage_offset=-4"] = _outcome(lambda: h.get_buffer(1 - rank, (4,), torch.float32, -4))
+    del x
+    h = None
+    after = (_fds(), _maps())
+    out["left"] = [before, after]
+    return out
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _maps() -> int:
+    with open("/proc/self/maps") as f:
+        return sum("memfd:mycollectives" in line or "/dev/shm" in line for line in f)
+
+
+def rounds(rank: int, n: int) -> dict:
+    """``n`` rounds of empty/rendezvous/del: descriptors and mappings come back."""
+    x = symmetric.empty(1 << 12)  # the first rendezvous also sets up the group's control block
+    symmetric.rendezvous(x, timeout=30)
+    del x
+    fds, maps = _fds(), _maps()
+    for _ in range(n):
+        y = symmetric.empty(1 << 14)
+        symmetric.rendezvous(y, timeout=30)
+        mc.all_reduce(y, timeout=30)
+        del y
+    dist.barrier()
+    return {"fds": (fds, _fds()), "maps": (maps, _maps()), "blocks": len(symmetric.heap.blocks)}
+
+
+def killed_in_rendezvous(rank: int, victim: int) -> str:
+    """``victim`` is killed while the others wait in a rendezvous it never joins."""
+    x = symmetric.empty(1 << 10)
+    if rank == victim:
+        threading.Timer(0.5, lambda: os._exit(1)).start()
+        threading.Event().wait(30)
+    return _outcome(lambda: symmetric.rendezvous(x, timeout=20))
+
+
+def exit_now(rank: int) -> None:
+    """Allocate and rendezvous, then leave by ``os._exit`` on every rank."""
+    x = symmetric.empty(1 << 16)
+    symmetric.rendezvous(x, timeout=20)
+    os._exit(0)
