@@ -122,7 +122,9 @@ def main() -> None:
         bail(143)
 
     threading.Thread(target=on_term, daemon=True).start()
-    threading.Timer(args.deadline, bail, (124,)).start()
+    timer = threading.Timer(args.deadline, bail, (124,))
+    timer.daemon = True
+    timer.start()
     try:
         for s in range(args.steps):
             step(s, rank, args.fault, args.step)

@@ -234,7 +234,8 @@ def runs(dumps: list[Dump]) -> list[list[Dump]]:
     was written belongs to a later run)."""
     keyed: dict[tuple, list[Dump]] = {}
     for d in dumps:
-        keyed.setdefault((d.job, d.run, _world(d)), []).append(d)
+        if d.groups:
+            keyed.setdefault((d.job, d.run, _world(d)), []).append(d)
     out = []
     for same in keyed.values():
         same.sort(key=_start)
@@ -246,7 +247,11 @@ def runs(dumps: list[Dump]) -> list[list[Dump]]:
             else:
                 run.append(d)
         out.append(run)
-    return sorted(out, key=lambda r: max(_latest(d) for d in r))
+    out.sort(key=lambda r: max(_latest(d) for d in r))
+    for d in (d for d in dumps if not d.groups):  # stopped before its first call: the job's latest run
+        run = next((r for r in reversed(out) if r[0].job == d.job and d.rank not in {x.rank for x in r}), None)
+        run.append(d) if run is not None else out.append([d])
+    return out
 
 
 def load(directory: str | Path) -> tuple[dict[int, Dump], list[str]]:

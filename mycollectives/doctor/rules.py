@@ -19,6 +19,7 @@ import statistics
 
 from . import calls, text
 from .absent import crossed, missing
+from .torchlate import torch_late
 from .diagnosis import Diagnosis, groups, where
 from .load import UNREADABLE, Dump
 
@@ -68,6 +69,8 @@ def _late(k: int, by_rank: dict[int, dict], dumps, g_name: str, multi: bool) -> 
         return None
     e0 = next(iter(by_rank.values()))
     call = f"seq {k} ({text.call(e0)}){where(g_name, multi)}"
+    if all(dumps[r].source == "torch" for r in by_rank if r in dumps):
+        return torch_late(k, by_rank, failed, call, g_name)
     posted = {r: e["t_posted"] for r, e in by_rank.items()}
     last = max(posted, key=posted.get)
     others = [t for r, t in posted.items() if r != last]

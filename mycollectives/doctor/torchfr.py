@@ -158,6 +158,8 @@ def _entry(e: dict, completed: int | None, gloo: bool) -> dict:
     site, func = _site(e.get("frames"))
     out = dict(load.ENTRY, seq=seq, fn=fn, dtype=dtype, count=count, state=state, site=site, function=func)
     out.update(t_posted=t_posted, t_started=t_started, t_done=t_done, algorithm=name.split(":")[0])
+    timeout = e.get("timeout_ms")
+    out["timeout"] = timeout / 1e3 if isinstance(timeout, (int, float)) and timeout > 0 else None
     if p2p:
         # "send 0->1": this rank (0) sends to 1; "recv 3<-0": this rank (3) receives from 0
         out.update(kind="p2p", fn=p2p.group(1), root=int(p2p.group(4)))
