@@ -8,8 +8,8 @@
 
 The job calls nothing of ``mycollectives``: it is what an engineer's job
 looks like. Each step makes three all-reduces and a broadcast (seq 4s+1 to
-4s+4 at step s, as PyTorch numbers them from 1); rank 2 misbehaves at step
-``--step``. Each rank writes its recorder's dump (pickle, as NCCL's
+4s+4 at step s, as PyTorch numbers them from 1); rank ``--bad`` (2)
+misbehaves at step ``--step`` (3). Each rank writes its recorder's dump (pickle, as NCCL's
 watchdog writes it, or JSON with ``--json``) to ``DIR/nccl_trace_rank_{R}``
 when a collective fails, when it ends, on ``SIGTERM`` (which torchrun sends
 the other ranks when one fails) and when ``--deadline`` passes (a watchdog
@@ -33,7 +33,7 @@ import torch.distributed as dist
 FAULTS = (
     "none skip extra order size dtype collective root op straggler hang die crash slow".split()
 )
-BAD = 2  # the rank that misbehaves
+BAD = [2]  # the rank that misbehaves (--bad)
 _once = threading.Lock()
 
 
@@ -53,7 +53,7 @@ def dump(out: str, rank: int, as_json: bool) -> None:
 
 def step(s: int, rank: int, fault: str, at: int) -> None:
     """One step: all_reduce 4096, all_reduce 1024, all_reduce 256, broadcast 512 from rank 0."""
-    bad = rank == BAD and s == at
+    bad = rank == BAD[0] and s == at
     calls = [
         ("all_reduce", 4096, torch.float32, {}),
         ("all_reduce", 1024, torch.float32, {}),
@@ -62,7 +62,7 @@ def step(s: int, rank: int, fault: str, at: int) -> None:
     ]
     if bad:
         calls = inject(calls, fault, rank)
-    if fault == "slow" and rank == BAD:
+    if fault == "slow" and rank == BAD[0]:
         time.sleep(0.1)
     for fn, n, dtype, kw in calls:
         if fn == "sleep":
@@ -106,7 +106,9 @@ def main() -> None:
     p.add_argument("--timeout", type=float, default=5.0, help="the collectives' timeout, seconds")
     p.add_argument("--deadline", type=float, default=40.0, help="dump and exit after this many seconds")
     p.add_argument("--json", action="store_true", help="write the JSON dump instead of the pickle")
+    p.add_argument("--bad", type=int, default=2, help="the rank that misbehaves")
     args = p.parse_args()
+    BAD[0] = args.bad
     os.makedirs(args.out, exist_ok=True)
     # SIGTERM is taken by a thread, not the main one: the main thread may be blocked in native code
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})

@@ -143,7 +143,7 @@ def _entry(e: dict, completed: int | None, gloo: bool) -> dict:
     fn = name.split(":", 1)[-1].strip()
     p2p = _P2P.match(fn)
     seq_key = "p2p_seq_id" if p2p else ("collective_seq_id" if "collective_seq_id" in e else "seq_id")
-    seq = _int(e.get(seq_key, -1), seq_key)
+    seq = _int(e.get(seq_key, -1), seq_key) - (1 if p2p else 0)  # the doctor counts p2p calls from 0
     sizes = e.get("input_sizes") or []
     count = sum(math.prod(_int(n, "an input size") for n in s) for s in sizes) if isinstance(sizes, list) else None
     dtypes = e.get("input_dtypes")
