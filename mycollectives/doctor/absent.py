@@ -29,6 +29,8 @@ def missing(r: int, dumps: dict[int, Dump], k: int, present: list[int], g_name: 
             f"rank {r} died: it left no flight record (killed, or stuck in native code) "
             f"and {them} lost it at {call}",
         )
+    if d.source == "torch" and d.reason != UNREADABLE:
+        return _not_reached(r, d, k, them, call, g_name, say)
     if d.reason == UNREADABLE:
         return say(
             "unreadable",
@@ -77,6 +79,30 @@ def missing(r: int, dumps: dict[int, Dump], k: int, present: list[int], g_name: 
             f"{them} wait for it at {call}",
         )
     return say("skipped", f"rank {r} never called {call} that {them} called; its last call was seq {last}")
+
+
+def _not_reached(r: int, d: Dump, k: int, them: str, call: str, g_name: str, say) -> Diagnosis:
+    """A rank whose PyTorch dump stops before seq ``k``: what it was doing is not in the dump."""
+    last = _last_seq(d, g_name)
+    stuck = unfinished(d)
+    if stuck is not None and stuck[0].name != g_name:
+        g2, e2 = stuck
+        return say(
+            "order",
+            f"rank {r} waits in {e2['fn']} seq {e2['seq']} of group {g2.name} while {them} wait for it "
+            f"at {call}: the ranks call collectives on different groups in a different order",
+            (g2.name, e2["seq"]),
+        )
+    before = "before its first collective"
+    if last is not None:
+        e = next(g for g in d.groups.values() if g.name == g_name).collectives[last]
+        before = f"after seq {last} ({e['fn']}, {e['state']})"
+    return say(
+        "straggler",
+        f"rank {r} never reached {call}, where {them} wait for it: it stopped {before}; a straggler, "
+        "or hung or crashed in its own code (its Flight Recorder dump does not say where its main thread "
+        "was: py-spy dump or its log does)",
+    )
 
 
 def _idle(d: Dump) -> str:

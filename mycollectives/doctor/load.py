@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import torchfr
+
 UNREADABLE = "unreadable"  # the reason of a rank whose file could not be read
 
 
@@ -50,6 +52,9 @@ class Dump:
     groups: dict[tuple, Group]
     path: Path
     exit_stack: list | None = None  # where the uncaught exception was raised, innermost first
+    run: str | None = None  # the run's id, where the recorder wrote one
+    started: float | None = None  # when the process started (the recorder's files), else None
+    source: str = "mycollectives"  # or "torch": PyTorch's Flight Recorder (no stacks, roots or ops)
 
     def blocked(self) -> tuple[Group, dict] | None:
         """The call this rank is (or was, when it failed) waiting in: (group, entry), or None."""
@@ -88,52 +93,121 @@ ENTRY = dict(  # what an entry holds; a field missing from an odd or older file 
 )
 
 
+SCALAR = (str, int, float, type(None))  # what an entry's fields may be (they are compared and hashed)
+NUMBER = (int, float)
+
+
+def _check(e: dict) -> dict:
+    """An entry with every field of :data:`ENTRY`; ``ValueError`` naming a field of the wrong type."""
+    e = {**ENTRY, **e}
+    for name, value in e.items():
+        if not isinstance(value, SCALAR):
+            raise ValueError(f"entry field {name!r} is a {type(value).__name__} ({str(value)[:40]})")
+    if isinstance(e["seq"], bool) or not isinstance(e["seq"], int):
+        raise ValueError(f"entry field 'seq' is {e['seq']!r}, not an integer")
+    for name in ("t_posted", "t_started", "t_done"):
+        v = e[name]
+        if (v is not None or name == "t_posted") and (
+            isinstance(v, bool) or not isinstance(v, NUMBER) or v != v
+        ):
+            raise ValueError(f"entry seq {e['seq']}: {name!r} is {v!r}, not a time in seconds")
+    for name in ("fn", "state", "kind"):
+        e[name] = str(e[name])
+    return e
+
+
+def _stack(x, what: str) -> list | None:
+    """A stack as ``[[file, line, function], ...]``, or None; ``ValueError`` if it is something else."""
+    if x is None:
+        return None
+    if not isinstance(x, list) or not all(
+        isinstance(f, list) and len(f) == 3 and isinstance(f[0], str) for f in x
+    ):
+        raise ValueError(f"{what!r} is not a list of [file, line, function]")
+    return x
+
+
+def _int(x, what: str) -> int:
+    if isinstance(x, bool) or not isinstance(x, int) or x < 0:
+        raise ValueError(f"{what} is {x!r}, not a rank (an integer >= 0)")
+    return x
+
+
+def _group(g) -> Group:
+    if not isinstance(g, dict):
+        raise ValueError(f"a group is a {type(g).__name__}, not an object")
+    if not isinstance(g.get("ranks"), list):
+        raise ValueError(f"group {str(g.get('name'))[:40]!r}: 'ranks' is {g.get('ranks')!r}, not a list")
+    ranks = tuple(_int(r, "one of a group's 'ranks'") for r in g["ranks"])
+    if "name" not in g:
+        raise ValueError("a group without a name")
+    group = Group(str(g["name"]), ranks, _int(g.get("rank"), "a group's 'rank'"), None)
+    failure = g.get("failure")
+    group.failure = failure if isinstance(failure, dict) else None
+    entries = g.get("entries") or []
+    if not isinstance(entries, list):
+        raise ValueError(f"group {group.name!r}: 'entries' is not a list")
+    for e in entries:
+        if not isinstance(e, dict):
+            continue
+        e = _check(e)
+        if e["kind"] == "p2p":
+            group.p2p.append(e)
+        else:
+            group.collectives[e["seq"]] = e
+    return group
+
+
 def _read(path: Path) -> Dump:
     """Rank ``R``'s file; raises ``ValueError`` saying what is wrong with it."""
+    if torchfr.is_dump(path):
+        return torchfr.read(path)
     try:
         doc = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise ValueError(f"{type(e).__name__}: {e}") from e
-    if not isinstance(doc, dict) or not isinstance(doc.get("rank"), int):
+    if not isinstance(doc, dict) or "rank" not in doc:
         raise ValueError("not a flight record (no rank)")
+    rank = _int(doc["rank"], "'rank'")
+    if not isinstance(doc.get("groups") or [], list):
+        raise ValueError(f"'groups' is a {type(doc['groups']).__name__}, not a list")
     groups = {}
     for g in doc.get("groups") or []:
-        try:
-            group = Group(str(g["name"]), tuple(g["ranks"]), int(g["rank"]), g.get("failure"))
-        except (KeyError, TypeError, ValueError) as e:
-            raise ValueError(f"a group without a name, ranks or rank ({e})") from e
-        for e in g.get("entries") or []:
-            if not isinstance(e, dict):
-                continue
-            e = {**ENTRY, **e}
-            if e["kind"] == "p2p":
-                group.p2p.append(e)
-            else:
-                group.collectives[e["seq"]] = e
+        group = _group(g)
         groups[group.key] = group
+    t = doc.get("time") or 0.0
+    if isinstance(t, bool) or not isinstance(t, NUMBER):
+        raise ValueError(f"'time' is {t!r}, not a time in seconds")
+    exit_error = doc.get("exit_error")
     return Dump(
-        rank=doc["rank"],
+        rank=rank,
         job=str(doc.get("job", "?")),
-        host=doc.get("host", "?"),
-        reason=doc.get("reason", "?"),
-        time=doc.get("time") or 0.0,
-        stack=doc.get("stack"),
-        exit_error=doc.get("exit_error"),
+        host=str(doc.get("host", "?")),
+        reason=str(doc.get("reason", "?")),
+        time=t,
+        stack=_stack(doc.get("stack"), "stack"),
+        exit_error=None if exit_error is None else str(exit_error),
         groups=groups,
         path=path,
-        exit_stack=doc.get("exit_stack"),
+        exit_stack=_stack(doc.get("exit_stack"), "exit_stack"),
+        run=None if doc.get("run") is None else str(doc.get("run")),
+        started=doc.get("started") if isinstance(doc.get("started"), NUMBER) else None,
     )
 
 
 def _files(directory: Path) -> list[Path]:
-    files = sorted(directory.glob("rank*.json"))
+    files = sorted(p for p in directory.iterdir() if _ours(p) or torchfr.is_dump(p))
     if files:
         return files
-    subdirs = [d for d in directory.iterdir() if d.is_dir() and any(d.glob("rank*.json"))]
+    subdirs = [d for d in directory.iterdir() if d.is_dir() and any(map(_ours, d.iterdir()))]
     if not subdirs:
         return []
-    newest = max(subdirs, key=lambda d: max(f.stat().st_mtime for f in d.glob("rank*.json")))
-    return sorted(newest.glob("rank*.json"))
+    newest = max(subdirs, key=lambda d: max(f.stat().st_mtime for f in d.iterdir() if _ours(f)))
+    return sorted(p for p in newest.iterdir() if _ours(p) or torchfr.is_dump(p))
+
+
+def _ours(p: Path) -> bool:
+    return p.name.startswith("rank") and p.name.endswith(".json") and p.is_file()
 
 
 def _latest(d: Dump) -> float:
@@ -142,8 +216,46 @@ def _latest(d: Dump) -> float:
     return max(times, default=d.time)
 
 
+def _world(d: Dump) -> int:
+    """How many ranks the run had, as this rank's largest group says."""
+    return max((len(g.ranks) for g in d.groups.values()), default=0)
+
+
+def _start(d: Dump) -> float:
+    if d.started is not None:
+        return d.started
+    times = [e["t_posted"] for g in d.groups.values() for e in [*g.collectives.values(), *g.p2p]]
+    return min(times, default=d.time)
+
+
+def runs(dumps: list[Dump]) -> list[list[Dump]]:
+    """The dumps split into runs, oldest first: by job, run id and world size, then in time (the files
+    of one job id written by runs one after another: a process that started after every file of a run
+    was written belongs to a later run)."""
+    keyed: dict[tuple, list[Dump]] = {}
+    for d in dumps:
+        if d.groups:
+            keyed.setdefault((d.job, d.run, _world(d)), []).append(d)
+    out = []
+    for same in keyed.values():
+        same.sort(key=_start)
+        run = [same[0]]
+        for d in same[1:]:
+            if d.rank in {x.rank for x in run} or _start(d) > max(max(x.time, _latest(x)) for x in run):
+                out.append(run)
+                run = [d]
+            else:
+                run.append(d)
+        out.append(run)
+    out.sort(key=lambda r: max(_latest(d) for d in r))
+    for d in (d for d in dumps if not d.groups):  # stopped before its first call: the job's latest run
+        run = next((r for r in reversed(out) if r[0].job == d.job and d.rank not in {x.rank for x in r}), None)
+        run.append(d) if run is not None else out.append([d])
+    return out
+
+
 def load(directory: str | Path) -> tuple[dict[int, Dump], list[str]]:
-    """The newest job's dumps by rank, and notes about what was skipped."""
+    """The newest run's dumps by rank, and notes about what was skipped."""
     directory = Path(directory)
     if not directory.is_dir():
         raise FileNotFoundError(f"{directory} is not a directory of flight records")
@@ -152,20 +264,24 @@ def load(directory: str | Path) -> tuple[dict[int, Dump], list[str]]:
         try:
             dumps.append(_read(path))
         except ValueError as e:
-            notes.append(f"could not read {path.name} (cut short while written?): {str(e)[:120]}")
+            notes.append(f"could not read {path.name}: {str(e)[:160]}")
             bad.append(path)
     if not dumps:
-        return {}, [f"no {'readable ' if notes else ''}flight records (rank*.json) in {directory}", *notes]
-    jobs: dict[str, list[Dump]] = {}
-    for d in dumps:
-        jobs.setdefault(d.job, []).append(d)
-    job = max(jobs, key=lambda j: max(_latest(d) for d in jobs[j]))
-    if len(jobs) > 1:
-        others = sorted(set(jobs) - {job})
-        notes.append(f"read job {job}; ignored {sum(len(jobs[j]) for j in others)} file(s) of older job(s)")
-    out = {d.rank: d for d in jobs[job]}
+        what = "flight records (rank*.json, or PyTorch Flight Recorder dumps)"
+        return {}, [f"no {'readable ' if notes else ''}{what} in {directory}", *notes]
+    every = runs(dumps)
+    latest = every[-1]
+    if len(every) > 1:
+        old = every[:-1]
+        shown = "; ".join(f"job {r[0].job}, {_world(r[0])} ranks, {len(r)} file(s)" for r in old)
+        notes.append(
+            f"read the latest run (job {latest[0].job}, {_world(latest[0])} ranks, {len(latest)} file(s)); "
+            f"ignored {len(old)} older run(s) in this directory: {shown}"
+        )
+    out = {d.rank: d for d in latest}
     for path in bad:  # a rank whose file is unreadable is not a rank that left none
-        r = path.stem.removeprefix("rank")
-        if r.isdigit() and int(r) not in out:
-            out[int(r)] = Dump(int(r), job, "?", UNREADABLE, 0.0, None, None, {}, path)
+        r = torchfr.rank_of(path) if torchfr.is_dump(path) else path.stem.removeprefix("rank")
+        r = int(r) if isinstance(r, int) or (isinstance(r, str) and r.isdigit()) else None
+        if r is not None and r not in out and r < max(_world(latest[0]), 1):
+            out[r] = Dump(r, latest[0].job, "?", UNREADABLE, 0.0, None, None, {}, path)
     return out, notes

@@ -19,10 +19,12 @@ import statistics
 
 from . import calls, text
 from .absent import crossed, missing
+from .torchlate import torch_late
 from .diagnosis import Diagnosis, groups, where
 from .load import UNREADABLE, Dump
 
 __all__ = ["Diagnosis", "align"]
+HISTORY = 2000  # the calls before a disagreement that tell the loop's next call
 
 
 def _disagree(k: int, by_rank: dict[int, dict], history: list[dict], g_name: str, multi: bool):
@@ -67,6 +69,8 @@ def _late(k: int, by_rank: dict[int, dict], dumps, g_name: str, multi: bool) -> 
         return None
     e0 = next(iter(by_rank.values()))
     call = f"seq {k} ({text.call(e0)}){where(g_name, multi)}"
+    if all(dumps[r].source == "torch" for r in by_rank if r in dumps):
+        return torch_late(k, by_rank, failed, call, g_name)
     posted = {r: e["t_posted"] for r, e in by_rank.items()}
     last = max(posted, key=posted.get)
     others = [t for r, t in posted.items() if r != last]
@@ -107,8 +111,11 @@ def align(dumps: dict[int, Dump]) -> Diagnosis | None:
             if not have:
                 continue
             e = next(iter(have.values()))
+            if not lacking and not absent and len({calls.key(x) for x in have.values()}) == 1:
+                if all(x["state"] == "completed" for x in have.values()):
+                    continue  # the common case, kept linear: the history is read only where ranks part
             ref = by_rank[next(iter(have))]
-            history = [ref.collectives[j] for j in range(start, k) if j in ref.collectives]
+            history = [ref.collectives[j] for j in range(max(start, k - HISTORY), k) if j in ref.collectives]
             if lacking and _extra(have, lacking, history, dumps):
                 line = (
                     f"{text.ranks(have)} issued an extra collective: {text.call(e)} at seq {k}"

@@ -112,4 +112,6 @@ def healthy(dumps: dict[int, Dump]) -> Diagnosis:
         parts.append(f"{text.ranks(dumps)} recorded no collectives")
     missing = sorted({r for (_, members), _ in groups(dumps) for r in members} - set(dumps))
     gone = f"; no record from {text.ranks(missing)}" if missing else ""
+    if any(d.source == "torch" for d in dumps.values()):
+        gone += " (PyTorch's dumps record no roots or reduce ops: a mismatch in those is not seen)"
     return Diagnosis("ok", [], None, f"no fault found: {'; '.join(parts)}{gone}")

@@ -41,7 +41,8 @@ from .registry import recorders
 
 ENV_DIR = "MYCOLLECTIVES_FLIGHT_DIR"
 ENV_SIGNALS = "MYCOLLECTIVES_FLIGHT_SIGNALS"  # "0": install no signal handler
-VERSION = 1
+VERSION = 2  # 2: ``run`` and ``started``, which tell apart two runs of one job id in one directory
+_STARTED = time.time()  # about when this process started (the package is imported early)
 _lock = threading.RLock()
 _armed = False
 _exit_error: str | None = None
@@ -57,6 +58,13 @@ def flight_dir(job: str | None = None) -> Path:
     job = job or job_id()
     name = "local" if job.startswith("local-") else re.sub(r"[^A-Za-z0-9_.-]", "_", job)
     return Path(tempfile.gettempdir()) / "mycollectives-flight" / name
+
+
+def run_id() -> str:
+    """What tells this run from another of the same job id (``--rdzv-id $SLURM_JOB_ID`` twice): the
+    world size and the launcher's restart count; runs alike in both are told apart by ``started``."""
+    world = os.environ.get("WORLD_SIZE", "?")
+    return f"world{world}-restart{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
 
 
 def entry_dict(e) -> dict:
@@ -145,6 +153,8 @@ def dump(
             doc = dict(
                 version=VERSION,
                 job=j,
+                run=None if local else run_id(),
+                started=_STARTED,
                 rank=owner,
                 host=socket.gethostname(),
                 pid=os.getpid(),
