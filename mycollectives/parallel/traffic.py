@@ -28,8 +28,9 @@ class Comm:
 
     ``hides_behind`` names the compute that may overlap it: ``"none"``
     (on the critical path), ``"backward"`` (the last micro-batch's backward
-    pass), ``"forward"``, ``"compute"`` (every unit's compute, by prefetch)
-    or ``"attention"``.
+    pass), ``"forward"``, ``"compute"`` (every unit's compute, by prefetch),
+    ``"attention"`` or ``"matmul"`` (the matmul it feeds, if a collective
+    matmul overlaps them; :class:`~.calculator.Overlap` says how much).
     """
 
     strategy: str
@@ -80,15 +81,15 @@ def comms(model: ModelConfig, lay: Layout) -> list[Comm]:
     if lay.tp > 1 and not lay.sp:
         calls = (4 + 2 * full) * per_stage * m
         out.append(
-            Comm("TP", "all_reduce", ("tp",), act, calls, "none", "(4 per layer) L/pp m x AR(b s/cp h a)")
+            Comm("TP", "all_reduce", ("tp",), act, calls, "matmul", "(4 per layer) L/pp m x AR(b s/cp h a)")
         )
     if lay.sp:
         ag, rs = (6 + 2 * full) * per_stage * m, (4 + 2 * full) * per_stage * m
         out.append(
-            Comm("SP", "all_gather", ("tp",), act, ag, "none", "(6 per layer) L/pp m x AG(b s/cp h a)")
+            Comm("SP", "all_gather", ("tp",), act, ag, "matmul", "(6 per layer) L/pp m x AG(b s/cp h a)")
         )
         out.append(
-            Comm("SP", "reduce_scatter", ("tp",), act, rs, "none", "(4 per layer) L/pp m x RS(b s/cp h a)")
+            Comm("SP", "reduce_scatter", ("tp",), act, rs, "matmul", "(4 per layer) L/pp m x RS(b s/cp h a)")
         )
         norms = 2 * model.hidden * per_stage * model.grad_bytes
         out.append(Comm("SP", "all_reduce", ("tp",), norms, 1, "backward", "AR(2 h L/pp) of the norm gains"))
