@@ -32,6 +32,7 @@ from ..transport import LocalWorld
 from .answers import correct
 
 NOT_ANSWERED = "not answered yet: "
+GPUS_PER_NODE = 8  # DGX H100, the design problems' node
 
 
 def unanswered(answer: object, what: str) -> bool:
@@ -193,6 +194,11 @@ def check_design(name: str, layout: Layout | None, slack: float | None = None) -
         layout.check(model)
     except ValueError as e:
         raise AssertionError(str(e)) from None
+    if layout.tp > GPUS_PER_NODE:
+        raise AssertionError(
+            f"tp={layout.tp} spans {layout.tp // GPUS_PER_NODE} nodes: tensor parallelism's collectives sit on "
+            f"the critical path of every layer; keep its group inside a node's {GPUS_PER_NODE} GPUs (NVLink)"
+        )
     if name == "moe" and layout.pp > 1:
         raise AssertionError("this problem rules out pipeline parallelism: use tp, ep and ZeRO")
     mine = step_time(model, layout, cluster("dgx_h100", 2))
