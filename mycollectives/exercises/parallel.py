@@ -24,7 +24,7 @@ import torch
 
 from ..parallel import costs, traffic
 from ..parallel.calculator import StepReport, step_time
-from ..parallel.config import LLAMA3_8B, LLAMA3_70B, LLAMA3_405B, ModelConfig
+from ..parallel.config import LLAMA3_8B, LLAMA3_70B, LLAMA3_405B, MIXTRAL_8X7B, ModelConfig
 from ..parallel.layout import Layout
 from ..parallel.search import search
 from ..topology import cluster
@@ -41,11 +41,6 @@ def unanswered(answer: object, what: str) -> bool:
         print(f"{NOT_ANSWERED}{what}")
         return True
     return False
-
-
-# Mixtral 8x7B (Jiang et al. 2024): 32 layers, hidden 4096, 32 heads (8 KV), expert width 14336,
-# 8 experts of which 2 per token, vocabulary 32000; sequences of 4096 tokens here.
-MIXTRAL_8X7B = ModelConfig("Mixtral 8x7B", 32, 4096, 32, 8, 14336, 32000, 4096, experts=8, top_k=2)
 
 
 # --- numbers ---------------------------------------------------------------------------

@@ -246,3 +246,9 @@ def compute_pools(model: ModelConfig, layout: Layout, compute: float) -> dict[st
         "attention": attention * compute,
         "matmul": (1 - attention) * compute,
     }
+
+
+if __name__ == "__main__":  # python -m mycollectives.parallel.calculator
+    from .cli import main
+
+    raise SystemExit(main())
