@@ -34,6 +34,42 @@ def test_mesh_places_ranks_like_a_device_mesh():
     assert out[5] == ({"dp": 1, "cp": 0, "tp": 1}, (4, 5), (1, 5), (4, 5, 6, 7))
 
 
+def device_mesh_group(shape: dict[str, int], rank: int, axes: tuple[str, ...]) -> list[int]:
+    """The ranks of ``rank``'s group along ``axes`` as torch's DeviceMesh defines them:
+    ``torch.arange(world).reshape(sizes)``, the group varying only the indices of ``axes``."""
+    grid = np.arange(math.prod(shape.values())).reshape(tuple(shape.values()))
+    where = np.argwhere(grid == rank)[0]
+    index = tuple(slice(None) if name in axes else int(i) for name, i in zip(shape, where))
+    return sorted(grid[index].flatten().tolist())
+
+
+@pytest.mark.parametrize(
+    "lay",
+    [
+        Layout(tp=2, cp=2, pp=2, dp=2),
+        Layout(tp=4, pp=3, dp=2),
+        Layout(tp=2, cp=3, dp=2, ep=2, zero=3, shard=2),
+    ],
+)
+def test_layout_and_mesh_number_ranks_alike_outermost_first(lay):
+    axes_list = [("tp",), ("cp",), ("pp",), ("dp",), ("cp", "dp"), ("tp", "cp")]
+
+    def groups(rank):
+        mesh = Mesh(lay.mesh_shape())
+        return [list(mesh.members(*axes)) for axes in axes_list]
+
+    by_mesh = mc.run_local(groups, lay.world)
+    for rank in range(lay.world):
+        for axes, mesh_group in zip(axes_list, by_mesh[rank]):
+            want = device_mesh_group(lay.mesh_shape(), rank, axes)
+            assert lay.members(axes, rank) == mesh_group == want, (rank, axes)
+    assert list(lay.mesh_shape()) == ["dp", "pp", "cp", "tp"]
+    assert lay.members(("tp",), 0) == list(range(lay.tp))  # tensor parallelism innermost: consecutive ranks
+    for rank in range(lay.world):  # ep and shard are the innermost part of dp, edp and replicate the rest
+        dp_group = lay.members(("dp",), rank)
+        assert lay.members(("ep",), rank) == dp_group[dp_group.index(rank) // lay.ep * lay.ep :][: lay.ep]
+
+
 def test_subgroups_run_collectives():
     def body(rank):
         mesh = Mesh({"dp": 2, "tp": 2})
