@@ -100,12 +100,12 @@ class Layout:
         ``"replicate"`` and ``"edp"`` (the expert-data-parallel group) are parts of ``dp``."""
         out = [rank]
         for a in axes:
-            size, stride = self._sub(a)
+            size, stride = self._size_and_stride(a)
             base = [r - ((r // stride) % size) * stride for r in out]
             out = [b + i * stride for b in base for i in range(size)]
         return sorted(set(out))
 
-    def _sub(self, axis: str) -> tuple[int, int]:
+    def _size_and_stride(self, axis: str) -> tuple[int, int]:
         dp_stride = self.stride("dp")
         shard = self.shard or self.dp
         subs = {

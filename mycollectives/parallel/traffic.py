@@ -80,7 +80,7 @@ def comms(model: ModelConfig, lay: Layout) -> list[Comm]:
     out += data_parallel_comms(model, lay, dense, ("cp", "dp"), "dense")
     if expert:
         out += data_parallel_comms(model, lay, expert, ("cp", "edp"), "experts")
-    return [c for c in out if c.nbytes > 0 and c.calls > 0 and _size(lay, c.axes) > 1]
+    return [c for c in out if c.nbytes > 0 and c.calls > 0 and _group_size(lay, c.axes) > 1]
 
 
 def _per_step(model: ModelConfig, lay: Layout) -> tuple[int, int, bool, float]:
@@ -211,5 +211,5 @@ def data_parallel_comms(
     return out
 
 
-def _size(lay: Layout, axes: tuple[str, ...]) -> int:
+def _group_size(lay: Layout, axes: tuple[str, ...]) -> int:
     return len(lay.members(axes))
