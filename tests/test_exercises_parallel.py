@@ -19,8 +19,22 @@ def test_tp_bytes_right_and_wrong():
         ex.check_tp_bytes(right / 2)
     with pytest.raises(AssertionError, match="2\\(t-1\\)/t"):
         ex.check_tp_bytes(4 * m.layers * m.seq * m.hidden * m.act_bytes)
-    with pytest.raises(AssertionError, match="replace None"):
-        ex.check_tp_bytes(None)
+
+
+@pytest.mark.parametrize(
+    "check, placeholder",
+    [
+        (ex.check_tp_bytes, None),
+        (ex.check_fsdp_network_bytes, None),
+        (lambda a: ex.check_design("moe", a), None),
+        (ex.check_collective_matmul, lambda x, w: ...),
+    ],
+)
+def test_a_check_on_the_placeholder_says_not_answered_and_reveals_nothing(capsys, check, placeholder):
+    check(placeholder)
+    out = capsys.readouterr().out
+    assert out.startswith("not answered yet") and out.count("\n") == 1
+    assert not any(ch.isdigit() for ch in out), out
 
 
 def test_fsdp_network_bytes_right_and_wrong():
@@ -110,10 +124,23 @@ def test_design_accepts_a_good_layout_and_refuses_bad_ones():
         ex.check_design("moe", Layout(dp=32, zero=0, microbatches=8))
     with pytest.raises(AssertionError, match="rules out pipeline"):
         ex.check_design("moe", Layout(pp=2, dp=16, ep=8, zero=1, microbatches=16))
-    with pytest.raises(AssertionError, match="Where does your step lose time"):
+    with pytest.raises(AssertionError, match="loses the most to exposed EP communication"):
         ex.check_design("moe", Layout(tp=2, sp=True, dp=16, ep=8, zero=3, microbatches=16, recompute="full"))
+    with pytest.raises(AssertionError, match="inside a node"):
+        ex.check_design("moe", Layout(tp=32, sp=True, dp=1, microbatches=256))
 
 
 def test_design_answers_of_the_chapter_pass():
     ex.check_design("70b", Layout(dp=512, zero=3, recompute="full"))
     ex.check_design("405b-long", Layout(tp=8, sp=True, cp=32, pp=8, dp=8, zero=1, microbatches=16))
+
+
+def test_llama3s_own_long_context_layout_passes_and_wrong_ones_are_told_why():
+    # Dubey et al. 2024, table 4: 16,384 GPUs, TP 8, CP 16, PP 16, DP 8, 128K tokens, 16M tokens per step
+    ex.check_design("405b-long", Layout(tp=8, sp=True, cp=16, pp=16, dp=8, zero=1, microbatches=16))
+    with pytest.raises(AssertionError, match="more than the H100"):  # the sequence on one node
+        ex.check_design("405b-long", Layout(tp=8, sp=True, pp=16, dp=128, zero=1))
+    with pytest.raises(AssertionError, match="loses the most to the pipeline bubble"):
+        ex.check_design("405b-long", Layout(tp=8, sp=True, cp=8, pp=2, dp=128, zero=3))
+    with pytest.raises(AssertionError, match="spans 2 nodes"):
+        ex.check_design("405b-long", Layout(tp=16, sp=True, cp=16, pp=16, dp=4, zero=1, microbatches=32))

@@ -34,6 +34,42 @@ def test_mesh_places_ranks_like_a_device_mesh():
     assert out[5] == ({"dp": 1, "cp": 0, "tp": 1}, (4, 5), (1, 5), (4, 5, 6, 7))
 
 
+def device_mesh_group(shape: dict[str, int], rank: int, axes: tuple[str, ...]) -> list[int]:
+    """The ranks of ``rank``'s group along ``axes`` as torch's DeviceMesh defines them:
+    ``torch.arange(world).reshape(sizes)``, the group varying only the indices of ``axes``."""
+    grid = np.arange(math.prod(shape.values())).reshape(tuple(shape.values()))
+    where = np.argwhere(grid == rank)[0]
+    index = tuple(slice(None) if name in axes else int(i) for name, i in zip(shape, where))
+    return sorted(grid[index].flatten().tolist())
+
+
+@pytest.mark.parametrize(
+    "lay",
+    [
+        Layout(tp=2, cp=2, pp=2, dp=2),
+        Layout(tp=4, pp=3, dp=2),
+        Layout(tp=2, cp=3, dp=2, ep=2, zero=3, shard=2),
+    ],
+)
+def test_layout_and_mesh_number_ranks_alike_outermost_first(lay):
+    axes_list = [("tp",), ("cp",), ("pp",), ("dp",), ("cp", "dp"), ("tp", "cp")]
+
+    def groups(rank):
+        mesh = Mesh(lay.mesh_shape())
+        return [list(mesh.members(*axes)) for axes in axes_list]
+
+    by_mesh = mc.run_local(groups, lay.world)
+    for rank in range(lay.world):
+        for axes, mesh_group in zip(axes_list, by_mesh[rank]):
+            want = device_mesh_group(lay.mesh_shape(), rank, axes)
+            assert lay.members(axes, rank) == mesh_group == want, (rank, axes)
+    assert list(lay.mesh_shape()) == ["dp", "pp", "cp", "tp"]
+    assert lay.members(("tp",), 0) == list(range(lay.tp))  # tensor parallelism innermost: consecutive ranks
+    for rank in range(lay.world):  # ep and shard are the innermost part of dp, edp and replicate the rest
+        dp_group = lay.members(("dp",), rank)
+        assert lay.members(("ep",), rank) == dp_group[dp_group.index(rank) // lay.ep * lay.ep :][: lay.ep]
+
+
 def test_subgroups_run_collectives():
     def body(rank):
         mesh = Mesh({"dp": 2, "tp": 2})
@@ -437,6 +473,77 @@ def test_plots_draw():
     plot_link_bytes(reports[0])
     plt.close("all")
     assert np.isfinite([r.step for r in reports]).all()
+
+
+def test_a_layout_that_does_not_fit_shows_no_mfu_in_table_or_figure():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from mycollectives.parallel.plots import plot_steps
+
+    r = step_time(LLAMA3_70B, Layout(dp=16), cluster("dgx_h100", 2))  # 16 bytes per parameter, unsharded
+    assert not r.fits and "does not fit" in r.table() and "MFU" not in r.table()
+    ax = plot_steps([r])
+    texts = [t.get_text() for t in ax.texts]
+    plt.close("all")
+    assert any("does not fit" in t for t in texts) and not any("MFU" in t for t in texts)
+
+
+def test_log_ticks_are_plain_numbers_that_do_not_touch():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from mycollectives.parallel.plots import log_ticks
+
+    _, ax = plt.subplots()
+    values = [1, 2, 3, 4, 8, 16, 17]
+    ax.plot(values, values)
+    log_ticks(ax, values)
+    ax.figure.canvas.draw()
+    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_visible()]
+    minor = ax.xaxis.get_minorticklocs()
+    plt.close("all")
+    assert labels == ["1", "2", "4", "8", "16"] and len(minor) == 0  # 3 would touch 2, 17 16
+
+
+def test_layouts_that_differ_describe_differently():
+    a = Layout(tp=8, sp=True, pp=4, dp=4, microbatches=8)
+    others = [
+        Layout(tp=8, sp=True, pp=4, dp=4, microbatches=16),
+        Layout(tp=8, sp=True, pp=4, dp=4, microbatches=8, recompute="full"),
+        Layout(tp=8, sp=True, pp=4, dp=4, microbatches=8, micro_batch=2),
+    ]
+    assert len({lay.describe() for lay in [a, *others]}) == 4
+    assert a.describe() == "tp8+sp pp4 dp4, 8 micro-batches, selective recompute"
+
+
+def test_llama3_405b_stages_and_the_memory_of_its_busiest_stage():
+    lay = Layout(tp=8, sp=True, pp=16, dp=128, zero=1, microbatches=16)
+    assert lay.stage_layers(LLAMA3_405B) == [7] + [8] * 14 + [7]  # Dubey et al. 2024, section 3.3.2
+    r = step_time(LLAMA3_405B, lay, cluster("dgx_h100", 2))
+    # stage 1 (8 layers, 15 micro-batches in flight) holds the most, not stage 0 (7 layers, 16)
+    per_layer_microbatch = r.memory["activations"] / (8 * 15)
+    assert r.memory["activations"] > 7 * 16 * per_layer_microbatch
+    assert r.fits  # the run the paper reports fitted in 80 GB
+    interleaved = step_time(LLAMA3_405B, Layout(tp=8, sp=True, pp=16, dp=128, zero=1, microbatches=16, virtual=2),
+                            cluster("dgx_h100", 2))  # fmt: skip
+    assert interleaved.memory["activations"] > r.memory["activations"]  # more in flight on the first stage
+
+
+def test_overlap_fractions_move_the_step_between_its_bounds():
+    from mycollectives.parallel.calculator import Overlap
+
+    topo, lay = cluster("dgx_h100", 2), Layout(dp=64, zero=3, microbatches=8)
+    steps = [step_time(LLAMA3_8B, lay, topo, overlap=o).step for o in (True, Overlap(fsdp=0.5), False)]
+    assert steps[0] < steps[1] < steps[2]
+    lay = Layout(tp=8, sp=True, dp=8, zero=3, microbatches=4)
+    assert step_time(LLAMA3_70B, lay, topo, overlap=Overlap(tensor=1.0)).step == pytest.approx(
+        step_time(LLAMA3_70B, lay, topo, async_tp=True).step
+    )
+    with pytest.raises(ValueError, match="fsdp must be a fraction"):
+        Overlap(fsdp=1.5)
 
 
 def test_widget_panel_builds_and_redraws_on_a_slider_change(monkeypatch):

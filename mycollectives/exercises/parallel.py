@@ -1,13 +1,18 @@
 """Check functions for the exercises of chapter 5 (what each parallelism communicates).
 
-Each ``check_*`` raises ``AssertionError`` saying what is wrong, or prints
-what was right. Numbers come from the package's calculator
-(``mycollectives.parallel``), so the notebook shows the question and not
-the answer. The design checks accept any layout that is valid, uses every
-GPU, keeps the batch, fits in memory, and whose step the calculator prices
-(compute at the GPU's bf16 peak) within ``slack`` of the fastest layout its
-search finds; they print the calculator's breakdown of the reader's layout
-beside the fastest. The mixture-of-experts problem rules out pipelines.
+Each ``check_*`` prints "not answered yet" while the answer is still the
+page's placeholder (``None``, or a function whose body is ``...``), raises
+``AssertionError`` saying what is wrong, or prints what was right. Numbers
+come from the package's calculator (``mycollectives.parallel``), so the
+notebook shows the question and not the answer. The design checks accept
+any layout that is valid, uses every GPU, keeps the batch, fits in memory,
+and whose step the calculator prices (compute at the GPU's bf16 peak)
+within the problem's ``slack`` of the fastest layout its search finds; a
+slower one is told where its step loses the most time against the fastest.
+The long-context problem allows 35 %: the calculator charges a pipeline the
+textbook bubble ``(pp - 1) / (v m)``, and Llama 3's own layout at 128K
+tokens (TP 8, CP 16, PP 16, DP 8; Dubey et al. 2024, 380 TFLOP/s per GPU)
+sits 30 % from its fastest. The mixture-of-experts problem rules out pipelines.
 """
 
 from __future__ import annotations
@@ -19,16 +24,23 @@ import torch
 
 from ..parallel import costs, traffic
 from ..parallel.calculator import StepReport, step_time
-from ..parallel.config import LLAMA3_8B, LLAMA3_70B, LLAMA3_405B, ModelConfig
+from ..parallel.config import LLAMA3_8B, LLAMA3_70B, LLAMA3_405B, MIXTRAL_8X7B, ModelConfig
 from ..parallel.layout import Layout
 from ..parallel.search import search
 from ..topology import cluster
 from ..transport import LocalWorld
-from .answers import correct, need
+from .answers import correct
 
-# Mixtral 8x7B (Jiang et al. 2024): 32 layers, hidden 4096, 32 heads (8 KV), expert width 14336,
-# 8 experts of which 2 per token, vocabulary 32000; sequences of 4096 tokens here.
-MIXTRAL_8X7B = ModelConfig("Mixtral 8x7B", 32, 4096, 32, 8, 14336, 32000, 4096, experts=8, top_k=2)
+NOT_ANSWERED = "not answered yet: "
+GPUS_PER_NODE = 8  # DGX H100, the design problems' node
+
+
+def unanswered(answer: object, what: str) -> bool:
+    """Print "not answered yet" (and nothing about the answer) while ``answer`` is the placeholder."""
+    if answer is None or answer is Ellipsis:
+        print(f"{NOT_ANSWERED}{what}")
+        return True
+    return False
 
 
 # --- numbers ---------------------------------------------------------------------------
@@ -43,8 +55,9 @@ def tp_bytes(model: ModelConfig = LLAMA3_70B, tp: int = 8) -> float:
 
 def check_tp_bytes(answer: float | None) -> None:
     """Chapter 5: TP's bytes per GPU and step for Llama 3 70B, tp=8, one 8192-token sequence."""
+    if unanswered(answer, "set tp_step_bytes to the bytes one GPU sends per step"):
+        return
     want = tp_bytes()
-    need(answer, "bytes per GPU and step")
     m = LLAMA3_70B
     n = m.seq * m.hidden * m.act_bytes
     if math.isclose(float(answer), want / 2, rel_tol=0.01):
@@ -65,8 +78,9 @@ def fsdp_network_bytes(model: ModelConfig = LLAMA3_8B, gpus: int = 64) -> float:
 
 def check_fsdp_network_bytes(answer: float | None, model: ModelConfig = LLAMA3_8B, gpus: int = 64) -> None:
     """Chapter 5: ZeRO-3 of ``model`` on ``gpus`` H100s in DGX nodes: bytes per GPU into the network."""
+    if unanswered(answer, "set fsdp_net_bytes to the bytes one GPU sends into the network per step"):
+        return
     want = fsdp_network_bytes(model, gpus)
-    need(answer, "bytes per GPU into the network")
     psi = model.params * model.param_bytes
     flat = 3 * (gpus - 1) / gpus * psi
     if math.isclose(float(answer), flat, rel_tol=0.01):
@@ -91,6 +105,10 @@ def check_collective_matmul(fn: Callable, world_sizes=(1, 2, 3, 4)) -> None:
     receive), so an order that only works with buffered sends hangs, and is
     reported. Each rank must send exactly ``p - 1`` messages, with no collective.
     """
+    probe = torch.zeros(1, 1, dtype=torch.float64)
+    if LocalWorld(1).run(lambda rank: fn(probe, probe))[0] in (None, Ellipsis):  # a body of `...`
+        print(f"{NOT_ANSWERED}write the body of the function (it returns None)")
+        return
     for p in world_sizes:
         world = LocalWorld(p, timeout=5.0, eager_bytes=0)
 
@@ -132,14 +150,15 @@ def check_collective_matmul(fn: Callable, world_sizes=(1, 2, 3, 4)) -> None:
 # --- design problems ---------------------------------------------------------------------
 
 DESIGNS = {
-    "70b": dict(model=LLAMA3_70B, gpus=512, sequences=512, grid={}),
+    "70b": dict(model=LLAMA3_70B, gpus=512, sequences=512, grid={}, slack=0.15),
     "405b-long": dict(
         model=LLAMA3_405B.with_seq(131072),
         gpus=16384,
         sequences=128,
         grid=dict(cp=(1, 2, 4, 8, 16, 32), pp=(1, 2, 4, 8, 16, 32)),
+        slack=0.35,
     ),
-    "moe": dict(model=MIXTRAL_8X7B, gpus=32, sequences=256, grid=dict(ep=(1, 2, 4, 8), pp=(1,))),
+    "moe": dict(model=MIXTRAL_8X7B, gpus=32, sequences=256, grid=dict(ep=(1, 2, 4, 8), pp=(1,)), slack=0.15),
 }
 
 
@@ -149,10 +168,13 @@ def design(name: str) -> list[StepReport]:
     return search(d["model"], d["gpus"], d["sequences"], cluster("dgx_h100", 2), **d["grid"])
 
 
-def check_design(name: str, layout: Layout | None, slack: float = 0.15) -> StepReport:
-    """Chapter 5: ``layout`` solves design problem ``name`` within ``slack`` of the fastest found."""
-    need(layout, "a Layout")
+def check_design(name: str, layout: Layout | None, slack: float | None = None) -> StepReport | None:
+    """Chapter 5: ``layout`` solves design problem ``name`` within ``slack`` of the fastest found
+    (default: the problem's own, see the module docstring)."""
+    if unanswered(layout, "set the layout to a mycollectives.parallel.layout.Layout"):
+        return None
     d = DESIGNS[name]
+    slack = d["slack"] if slack is None else slack
     model, gpus, sequences = d["model"], d["gpus"], d["sequences"]
     assert isinstance(layout, Layout), (
         f"expected a mycollectives.parallel.layout.Layout, got {type(layout).__name__}"
@@ -163,27 +185,46 @@ def check_design(name: str, layout: Layout | None, slack: float = 0.15) -> StepR
         f"{layout.describe()}: dp x microbatches x micro_batch = {batch} sequences per step; "
         f"the batch is {sequences}"
     )
-    layout.check(model)
+    try:
+        layout.check(model)
+    except ValueError as e:
+        raise AssertionError(str(e)) from None
+    if layout.tp > GPUS_PER_NODE:
+        raise AssertionError(
+            f"tp={layout.tp} spans {layout.tp // GPUS_PER_NODE} nodes: tensor parallelism's collectives sit on "
+            f"the critical path of every layer; keep its group inside a node's {GPUS_PER_NODE} GPUs (NVLink)"
+        )
     if name == "moe" and layout.pp > 1:
         raise AssertionError("this problem rules out pipeline parallelism: use tp, ep and ZeRO")
-    topo = cluster("dgx_h100", 2)
-    mine = step_time(model, layout, topo)
-    gb = mine.memory["total"] / 1e9
-    assert mine.memory["total"] <= mine.gpu.hbm_bytes, (
-        f"{layout.describe()} needs {gb:.0f} GB per GPU, more than the H100's "
+    mine = step_time(model, layout, cluster("dgx_h100", 2))
+    assert mine.fits, (
+        f"{layout.describe()} needs {mine.memory['total'] / 1e9:.0f} GB per GPU, more than the H100's "
         f"{mine.gpu.hbm_bytes / 1e9:.0f}: {', '.join(f'{k} {v / 1e9:.0f} GB' for k, v in mine.memory.items())}"
     )
     best = design(name)[0]
-    print(mine.table())
     assert mine.step <= best.step * (1 + slack), (
-        f"{layout.describe()} takes {mine.step:.2f} s per step; {best.layout.describe()} "
-        f"(recompute {best.layout.recompute}) takes {best.step:.2f} s. Where does your step lose time?"
+        f"{layout.describe()} takes {mine.step:.2f} s per step, {100 * (mine.step / best.step - 1):.0f} % "
+        f"more than the fastest layout found; {losses(mine, best)}"
     )
-    print(
-        f"Correct: {mine.step:.2f} s per step, within {100 * slack:.0f} % of the fastest layout found\n"
-        f"({best.layout.describe()}, {best.step:.2f} s)"
-    )
+    print(mine.table())
+    print(f"Correct: within {100 * slack:.0f} % of the fastest layout found ({best.layout.describe()})")
     return mine
+
+
+def losses(mine: StepReport, best: StepReport) -> str:
+    """Where ``mine`` loses the most time against ``best``: compute, a strategy's exposed calls, the bubble."""
+
+    def parts(r: StepReport) -> dict[str, float]:
+        out = {"compute": r.compute, "the pipeline bubble": r.bubble}
+        for strategy, d in r.by_strategy().items():
+            out[f"exposed {strategy} communication"] = d["exposed"]
+        return out
+
+    a, b = parts(mine), parts(best)
+    gaps = {k: a.get(k, 0.0) - b.get(k, 0.0) for k in a.keys() | b.keys()}
+    worst = max(gaps, key=gaps.__getitem__)
+    why = " (full recomputation runs the forward pass again)" if worst == "compute" else ""
+    return f"it loses the most to {worst}{why}: {a.get(worst, 0.0):.2f} s against {b.get(worst, 0.0):.2f} s"
 
 
 __all__ = [
@@ -194,5 +235,7 @@ __all__ = [
     "check_tp_bytes",
     "design",
     "fsdp_network_bytes",
+    "losses",
     "tp_bytes",
+    "unanswered",
 ]

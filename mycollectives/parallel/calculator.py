@@ -8,12 +8,21 @@ beside the compute:
 - compute: the step's FLOPs per GPU (:meth:`~.config.ModelConfig.flops_per_token`,
   plus a second forward pass under full recomputation) at ``compute_rate``;
 - each collective is *hidden* behind the compute that may overlap it, as far
-  as that compute lasts (the gradient reduction behind the last
-  micro-batch's backward pass, FSDP's gathers behind every unit's compute
-  by prefetch, ring attention's steps behind attention), and *exposed*
-  otherwise; tensor and expert parallelism are on the critical path unless
-  ``async_tp`` overlaps tensor parallelism with its matmuls;
+  as that compute lasts and as far as :class:`Overlap` allows, and
+  *exposed* otherwise: the gradient reduction behind the last micro-batch's
+  backward pass, FSDP's gathers and reduce-scatters behind every unit's
+  compute by prefetch, ring attention's steps behind attention, tensor
+  parallelism's collectives behind the matmuls they feed (a collective
+  matmul); expert and pipeline parallelism stay on the critical path;
 - the pipeline bubble, ``(pp - 1) / (v m)`` of the work of one stage.
+
+The defaults of :class:`Overlap` are an asymmetry to keep in mind: data
+parallelism, FSDP and ring attention hide *entirely* whenever there is
+compute enough (as if their kernels took nothing from the matmuls), while
+tensor parallelism hides *nothing* (Megatron-LM's default, no collective
+matmul). A layout that trades tensor parallelism for FSDP looks as good as
+the first assumption is true; pass other fractions to see how much the
+answer depends on them.
 
 Overlap draws on one pool of time per kind of compute, so two collectives
 cannot both hide behind the same milliseconds. Links are not shared between
@@ -23,7 +32,7 @@ each call on its own.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..memory.vendor import H100, GPUSpec
 from ..topology import Topology
@@ -33,6 +42,44 @@ from .footprint import memory_per_gpu
 from .groupsim import simulate_comm
 from .layout import Layout
 from .traffic import Comm, comms
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """The fraction of each kind of collective that may hide behind the compute beside it.
+
+    ``data``: data parallelism's gradient reduction (DDP's buckets, ZeRO-1/2's
+    reduce-scatter, HSDP's all-reduce) behind the last micro-batch's backward
+    pass, and ZeRO-1/2's parameter all-gather behind the forward pass.
+    ``fsdp``: FSDP's and HSDP's per-unit gathers and reduce-scatters behind
+    the units' compute (prefetch). ``context``: ring attention's steps behind
+    attention. ``tensor``: tensor and sequence parallelism's collectives
+    behind the matmuls (0: Megatron-LM's default; 1: a perfect collective
+    matmul). Each is a number from 0 to 1; the defaults are the optimistic
+    bound for the first three and the pessimistic one for the last.
+    """
+
+    data: float = 1.0
+    fsdp: float = 1.0
+    context: float = 1.0
+    tensor: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("data", "fsdp", "context", "tensor"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
+                raise ValueError(f"Overlap: {name} must be a fraction from 0 to 1, got {v!r}")
+
+    @classmethod
+    def none(cls) -> Overlap:
+        """Every collective exposed."""
+        return cls(0.0, 0.0, 0.0, 0.0)
+
+    def fraction(self, window: str) -> float:
+        """The fraction for a collective that hides behind ``window`` (:attr:`.traffic.Comm.hides_behind`)."""
+        field_of = {"backward": "data", "forward": "data", "compute": "fsdp", "attention": "context"}
+        field_of["matmul"] = "tensor"
+        return getattr(self, field_of[window]) if window in field_of else 0.0
 
 
 @dataclass(frozen=True)
@@ -66,6 +113,17 @@ class StepReport:
     @property
     def exposed(self) -> float:
         return sum(r.exposed for r in self.rows)
+
+    @property
+    def fits(self) -> bool:
+        """Whether the memory per GPU fits in the GPU's HBM (an MFU means nothing otherwise)."""
+        return self.memory["total"] <= self.gpu.hbm_bytes
+
+    def verdict(self) -> str:
+        """``"MFU 41 %"``, or ``"does not fit: 86 GB of 80"`` for a layout that cannot run."""
+        if self.fits:
+            return f"MFU {100 * self.mfu:.0f} %"
+        return f"does not fit: {self.memory['total'] / 1e9:.0f} GB of {self.gpu.hbm_bytes / 1e9:.0f}"
 
     @property
     def step(self) -> float:
@@ -107,7 +165,7 @@ class StepReport:
             )
         lines.append(
             f"compute {self.compute * 1e3:.0f} ms + exposed communication {self.exposed * 1e3:.0f} ms "
-            f"+ bubble {self.bubble * 1e3:.0f} ms = step {self.step * 1e3:.0f} ms (MFU {100 * self.mfu:.0f} %)"
+            f"+ bubble {self.bubble * 1e3:.0f} ms = step {self.step * 1e3:.0f} ms ({self.verdict()})"
         )
         short = {
             "parameters": "params",
@@ -129,7 +187,7 @@ def step_time(
     method: str = "model",
     compute_rate: float | None = None,
     gpu: GPUSpec = H100,
-    overlap: bool = True,
+    overlap: bool | Overlap = True,
     async_tp: bool = False,
     protocol: str = "simple",
 ) -> StepReport:
@@ -138,28 +196,20 @@ def step_time(
     ``method``: ``"model"`` (the cost model, instant) or ``"sim"`` (every
     call simulated on ``topology``, which must then have ``layout.world``
     GPUs). ``compute_rate``: FLOP/s a GPU sustains (default: ``gpu``'s bf16
-    peak, an upper bound). ``overlap=False`` exposes every collective.
+    peak, an upper bound). ``overlap``: an :class:`Overlap`, ``True`` for
+    its defaults, ``False`` to expose every collective. ``async_tp=True``
+    hides tensor parallelism fully (``Overlap(tensor=1)``).
     """
     if method not in ("model", "sim"):
         raise ValueError(f"method must be 'model' or 'sim', got {method!r}")
     if method == "sim" and topology.num_gpus < layout.world:
         raise ValueError(f"method='sim' needs {layout.world} GPUs; {topology.name} has {topology.num_gpus}")
+    fractions = overlap if isinstance(overlap, Overlap) else Overlap() if overlap else Overlap.none()
+    if async_tp:
+        fractions = replace(fractions, tensor=1.0)
     links = Links.of(topology, protocol)
-    rate = compute_rate or gpu.peak_flops["bf16"]
-    m = layout.microbatches
-    flops = model.flops_per_token() * layout.tokens(model) / layout.world
-    if layout.recompute == "full":
-        flops *= 4 / 3  # the forward pass (a third of the work) runs again
-    compute = flops / rate
-    attention = 6 * model.layers * model.seq * model.hidden / model.flops_per_token()
-    pool = {
-        "backward": 2 / 3 * compute / m,
-        "forward": 1 / 3 * compute / m,
-        "compute": compute,
-        "attention": attention * compute,
-        "matmul": (1 - attention) * compute if async_tp else 0.0,
-        "none": 0.0,
-    }
+    compute = compute_seconds(model, layout, compute_rate or gpu.peak_flops["bf16"])
+    pool = compute_pools(model, layout, compute)
     rows = []
     for c in comms(model, layout):
         k, N = placement(layout.members(c.axes), links.gpus_per_node)
@@ -167,13 +217,38 @@ def step_time(
         where = f"{g} ranks, {k} per node" if N > 1 else f"{g} ranks on 1 node"
         price = cost(c, layout, links)
         t = (simulate_comm(c, layout, topology, protocol) if method == "sim" else price.time) * c.calls
-        window = c.hides_behind
-        if async_tp and c.strategy in ("TP", "SP") and window == "none":
-            window = "matmul"  # the collective matmul: hidden behind the matmul it feeds
-        hidden = min(t, pool[window]) if overlap else 0.0
-        pool[window] -= hidden
+        hidden = min(t * fractions.fraction(c.hides_behind), pool.get(c.hides_behind, 0.0))
+        if hidden:
+            pool[c.hides_behind] -= hidden
         rows.append(Row(c, where, t, price.nvlink_bytes * c.calls, price.network_bytes * c.calls, hidden))
     per_micro = sum(r.exposed for r in rows if r.comm.strategy in ("TP", "SP", "CP", "EP", "PP"))
-    bubble = (layout.pp - 1) / (layout.virtual * m) * (compute + per_micro)
+    bubble = (layout.pp - 1) / (layout.virtual * layout.microbatches) * (compute + per_micro)
     memory = memory_per_gpu(model, layout, gpu)
     return StepReport(model, layout, topology.name, rows, compute, bubble, memory, gpu, links.gpus_per_node)
+
+
+def compute_seconds(model: ModelConfig, layout: Layout, rate: float) -> float:
+    """One GPU's compute in a step at ``rate`` FLOP/s (a second forward pass under full recomputation)."""
+    flops = model.flops_per_token() * layout.tokens(model) / layout.world
+    if layout.recompute == "full":
+        flops *= 4 / 3  # the forward pass (a third of the work) runs again
+    return flops / rate
+
+
+def compute_pools(model: ModelConfig, layout: Layout, compute: float) -> dict[str, float]:
+    """Seconds of each kind of compute that collectives may hide behind (:attr:`.traffic.Comm.hides_behind`)."""
+    m = layout.microbatches
+    attention = 6 * model.layers * model.seq * model.hidden / model.flops_per_token()
+    return {
+        "backward": 2 / 3 * compute / m,
+        "forward": 1 / 3 * compute / m,
+        "compute": compute,
+        "attention": attention * compute,
+        "matmul": (1 - attention) * compute,
+    }
+
+
+if __name__ == "__main__":  # python -m mycollectives.parallel.calculator
+    from .cli import main
+
+    raise SystemExit(main())

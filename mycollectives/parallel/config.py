@@ -113,4 +113,7 @@ class ModelConfig:
 LLAMA3_8B = ModelConfig("Llama 3 8B", 32, 4096, 32, 8, 14336, 128256, 8192)
 LLAMA3_70B = ModelConfig("Llama 3 70B", 80, 8192, 64, 8, 28672, 128256, 8192)
 LLAMA3_405B = ModelConfig("Llama 3 405B", 126, 16384, 128, 8, 53248, 128256, 8192)
-PRESETS = {m.name: m for m in (LLAMA3_8B, LLAMA3_70B, LLAMA3_405B)}
+# Mixtral 8x7B (Jiang et al. 2024): 32 layers, hidden 4096, 32 heads (8 KV), expert width 14336,
+# 8 experts of which 2 per token, vocabulary 32000; sequences of 4096 tokens here.
+MIXTRAL_8X7B = ModelConfig("Mixtral 8x7B", 32, 4096, 32, 8, 14336, 32000, 4096, experts=8, top_k=2)
+PRESETS = {m.name: m for m in (LLAMA3_8B, LLAMA3_70B, LLAMA3_405B, MIXTRAL_8X7B)}

@@ -19,7 +19,14 @@ what Korthikanti et al.'s selective recomputation buys):
 
 Full recomputation keeps only each layer's input (``h``, over ``tp`` with
 sequence parallelism) and one layer's activations at a time. A stage holds
-the micro-batches in flight: ``pp`` of them on the first stage under 1F1B.
+the micro-batches in flight (:func:`in_flight`): under 1F1B, stage ``s`` of
+``pp`` holds ``pp - s`` of them; under the interleaved schedule of ``v``
+chunks, ``2 (pp - s - 1) + (v - 1) pp + 1`` chunks of ``1/v`` of its layers
+(Megatron-LM's warm-up count, Narayanan et al. 2021). The activations of the
+stage where layers times micro-batches in flight is largest are counted
+(:meth:`~.layout.Layout.stage_layers` lightens the first and last stages
+when ``pp`` does not divide the layers), beside the model states of the
+stage with the most layers.
 """
 
 from __future__ import annotations
@@ -37,6 +44,31 @@ def activation_bytes_per_token(model: ModelConfig, lay: Layout) -> float:
     attention = 2 * h / t + 2 * kv_width(model, lay)
     mlp = 3 * model.ffn / t * (model.top_k if model.moe else 1)
     return model.act_bytes * (replicated + attention + mlp)
+
+
+def in_flight(lay: Layout, stage: int) -> float:
+    """Micro-batches whose activations stage ``stage`` holds at its peak, in whole-stage units."""
+    if lay.pp == 1:
+        return 1.0
+    if lay.virtual == 1:
+        return float(min(lay.microbatches, lay.pp - stage))
+    chunks = 2 * (lay.pp - stage - 1) + (lay.virtual - 1) * lay.pp + 1
+    return min(lay.microbatches * lay.virtual, chunks) / lay.virtual
+
+
+def activation_bytes(model: ModelConfig, lay: Layout) -> float:
+    """Activation bytes on the pipeline stage that holds the most (see the module docstring)."""
+    tokens = tokens_per_rank(model, lay)
+    per_layer = activation_bytes_per_token(model, lay) * tokens
+    worst = 0.0
+    for stage, layers in enumerate(lay.stage_layers(model)):
+        if lay.recompute == "full":  # each layer's input, for every micro-batch in flight, + one layer
+            kept = model.act_bytes * model.hidden / (lay.tp if lay.sp else 1) * tokens * layers
+            acts = kept * in_flight(lay, stage) + per_layer
+        else:
+            acts = per_layer * layers * in_flight(lay, stage)
+        worst = max(worst, acts)
+    return worst
 
 
 def memory_per_gpu(model: ModelConfig, lay: Layout, gpu: GPUSpec) -> dict[str, float]:
@@ -58,19 +90,11 @@ def memory_per_gpu(model: ModelConfig, lay: Layout, gpu: GPUSpec) -> dict[str, f
     gathered = 0.0
     if z == 3:  # two units' whole weights at once (prefetch)
         gathered = 2 * (dense + expert) / per_stage * model.param_bytes
-    tokens = tokens_per_rank(model, lay)
-    per_layer = activation_bytes_per_token(model, lay) * tokens
-    if lay.recompute == "full":
-        kept = model.act_bytes * model.hidden / (lay.tp if lay.sp else 1) * tokens * per_stage
-        acts_one = kept + per_layer
-    else:
-        acts_one = per_layer * per_stage
-    in_flight = min(lay.microbatches, lay.pp) if lay.pp > 1 else 1
     out = {
         "parameters": pd + pe + gathered,
         "gradients": gd + ge,
         "optimizer": od + oe,
-        "activations": acts_one * in_flight,
+        "activations": activation_bytes(model, lay),
     }
     out["total"] = sum(out.values())
     return out

@@ -68,6 +68,73 @@ def _reduce(grad: torch.Tensor, shard_group, replicate_group) -> torch.Tensor:
     return out
 
 
+class Units:
+    """The shards of every unit, gathered whole on a stream when asked; counts how many are alive.
+
+    ``log`` collects ``(event, unit)`` in the order the main thread sees
+    them, and ``("alive", n)`` each time a unit is gathered.
+    """
+
+    def __init__(self, shards: list[torch.Tensor], group, stream: Stream, log: list):
+        self.shards, self.group, self.stream, self.log = shards, group, stream, log
+        self.alive = 0
+
+    def __len__(self) -> int:
+        return len(self.shards)
+
+    def gather(self, i: int):
+        """Post unit ``i``'s all-gather; returns a future of its whole parameters."""
+        self.log.append(("gather issued", i))
+        self.alive += 1
+        self.log.append(("alive", self.alive))
+        return self.stream.submit(_gather, self.shards[i], self.group)
+
+    def drop(self) -> None:
+        """A unit's whole parameters are no longer referenced."""
+        self.alive -= 1
+
+
+def fsdp_forward(units: Units, like: Params, x: torch.Tensor, cfg: BlockConfig, prefetch: bool):
+    """Gather, compute, drop, unit by unit; returns the output and each unit's input."""
+    inputs, pending = [], units.gather(0)
+    for i in range(len(units)):
+        full = pending.result()
+        if i + 1 < len(units) and prefetch:
+            pending = units.gather(i + 1)  # in flight while unit i computes
+        inputs.append(x)
+        units.log.append(("compute", i))
+        with torch.no_grad():
+            x = block(unflatten(full, like[i]), x, cfg.heads)
+        del full
+        units.drop()
+        if i + 1 < len(units) and not prefetch:
+            pending = units.gather(i + 1)
+    return x, inputs
+
+
+def fsdp_backward(
+    units: Units, like: Params, inputs: list, dy: torch.Tensor, cfg: BlockConfig, prefetch: bool, reduce
+):
+    """Gather again, recompute, backward, reduce-scatter (``reduce`` on the stream), last unit first;
+    returns the futures of the gradient slices."""
+    grads: list = [None] * len(units)
+    pending = units.gather(len(units) - 1)
+    for i in reversed(range(len(units))):
+        full = pending.result().requires_grad_()
+        if i > 0 and prefetch:
+            pending = units.gather(i - 1)
+        xi = inputs[i].detach().requires_grad_()
+        units.log.append(("backward", i))
+        block(unflatten(full, like[i]), xi, cfg.heads).backward(dy)
+        dy = xi.grad
+        grads[i] = units.stream.submit(reduce, full.grad)
+        del full
+        units.drop()
+        if i > 0 and not prefetch:
+            pending = units.gather(i - 1)
+    return grads
+
+
 def fsdp_step(
     shards: list[torch.Tensor],
     like: Params,
@@ -88,51 +155,13 @@ def fsdp_step(
     """
     shard_group = mesh.group("shard", stream=1)
     replicate_group = mesh.group("replicate", stream=1) if mesh.shape.get("replicate", 1) > 1 else None
-    units, log = len(shards), log if log is not None else []
-    alive = [0]
-
-    def note(event: str, unit: int) -> None:
-        log.append((event, unit))
-
     with Stream() as stream:
-
-        def gather(i: int):
-            note("gather issued", i)
-            alive[0] += 1
-            log.append(("alive", alive[0]))
-            return stream.submit(_gather, shards[i], shard_group)
-
-        def drop(full: torch.Tensor) -> None:
-            del full
-            alive[0] -= 1
-
-        inputs, pending = [], gather(0)
-        for i in range(units):  # forward: gather, compute, drop
-            full = pending.result()
-            if i + 1 < units and prefetch:
-                pending = gather(i + 1)  # in flight while unit i computes
-            inputs.append(x)
-            note("compute", i)
-            with torch.no_grad():
-                x = block(unflatten(full, like[i]), x, cfg.heads)
-            drop(full)
-            if i + 1 < units and not prefetch:
-                pending = gather(i + 1)
-        y = x.requires_grad_()
+        units = Units(shards, shard_group, stream, log if log is not None else [])
+        y, inputs = fsdp_forward(units, like, x, cfg, prefetch)
+        y.requires_grad_()
         loss_fn(y, target, total).backward()
-        dy, grads = y.grad, [None] * units
-        pending = gather(units - 1)
-        for i in reversed(range(units)):  # backward: gather again, recompute, backward, reduce-scatter
-            full = pending.result().requires_grad_()
-            if i > 0 and prefetch:
-                pending = gather(i - 1)
-            xi = inputs[i].detach().requires_grad_()
-            note("backward", i)
-            block(unflatten(full, like[i]), xi, cfg.heads).backward(dy)
-            dy = xi.grad
-            grads[i] = stream.submit(_reduce, full.grad, shard_group, replicate_group)
-            drop(full)
-            if i > 0 and not prefetch:
-                pending = gather(i - 1)
+        grads = fsdp_backward(
+            units, like, inputs, y.grad, cfg, prefetch, lambda g: _reduce(g, shard_group, replicate_group)
+        )
         grad_shards = [g.result() for g in grads]
     return y.detach(), grad_shards

@@ -1,16 +1,22 @@
 """A parallel layout: how many ways each strategy splits the work, and where its groups sit.
 
-Ranks are numbered with the axes nested in ``order``, innermost first. The
-default, ``("tp", "cp", "pp", "dp")``, is Llama 3's (Dubey et al. 2024): the
-ranks of a tensor-parallel group are consecutive, on one node, and those of
-a data-parallel group are ``tp * cp * pp`` apart, on different nodes.
-Expert parallelism takes the innermost ``ep`` ranks of the data-parallel
-axis (Megatron-LM's arrangement), and HSDP's shard groups the innermost
-``shard`` ranks of it.
+Ranks are numbered as on a :class:`~.mesh.Mesh` (and ``torch.distributed``'s
+``DeviceMesh``): the axes of ``order`` outermost first, the last one
+fastest, so a rank of ``Layout(tp=8, pp=2, dp=4)`` sits at
+``dp = r // 16, pp = r // 8 % 2, tp = r % 8``. The default,
+``("dp", "pp", "cp", "tp")``, is the order Llama 3 describes (Dubey et al.
+2024, tensor parallelism innermost): the ranks of a tensor-parallel group
+are consecutive, on one node, and those of a data-parallel group are
+``tp * cp * pp`` apart, on different nodes. :meth:`Layout.mesh_shape` is
+the same grid as a ``Mesh`` shape. Expert parallelism takes the innermost
+``ep`` ranks of the data-parallel axis (Megatron-LM's arrangement), and
+HSDP's shard groups the innermost ``shard`` ranks of it.
 
 >>> lay = Layout(tp=8, pp=2, dp=4)
 >>> lay.world, lay.members(("tp",))[:3], lay.members(("dp",))
 (64, [0, 1, 2], [0, 16, 32, 48])
+>>> lay.mesh_shape()
+{'dp': 4, 'pp': 2, 'cp': 1, 'tp': 8}
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from dataclasses import dataclass, field
 
 from .config import ModelConfig
 
-AXES = ("tp", "cp", "pp", "dp")
+AXES = ("dp", "pp", "cp", "tp")  # outermost first
 RECOMPUTE = ("none", "selective", "full")
 
 
@@ -49,7 +55,7 @@ class Layout:
     microbatches: int = 1
     virtual: int = 1
     recompute: str = "selective"
-    order: tuple[str, ...] = field(default=("tp", "cp", "pp", "dp"))
+    order: tuple[str, ...] = field(default=AXES)  # outermost first, as Mesh
 
     def __post_init__(self) -> None:
         for name in ("tp", "cp", "pp", "dp", "ep", "micro_batch", "microbatches", "virtual"):
@@ -81,21 +87,25 @@ class Layout:
         return getattr(self, axis)
 
     def stride(self, axis: str) -> int:
-        """Rank distance between neighbours along ``axis``."""
+        """Rank distance between neighbours along ``axis`` (the product of the sizes inside it)."""
         i = self.order.index(axis)
-        return math.prod(self.size(a) for a in self.order[:i])
+        return math.prod(self.size(a) for a in self.order[i + 1 :])
+
+    def mesh_shape(self) -> dict[str, int]:
+        """The layout as a :class:`~.mesh.Mesh` shape: ``Mesh(lay.mesh_shape())`` numbers ranks alike."""
+        return {a: self.size(a) for a in self.order}
 
     def members(self, axes: tuple[str, ...], rank: int = 0) -> list[int]:
         """The ranks of ``rank``'s group along ``axes``; ``"ep"``, ``"shard"``,
         ``"replicate"`` and ``"edp"`` (the expert-data-parallel group) are parts of ``dp``."""
         out = [rank]
         for a in axes:
-            size, stride = self._sub(a)
+            size, stride = self._size_and_stride(a)
             base = [r - ((r // stride) % size) * stride for r in out]
             out = [b + i * stride for b in base for i in range(size)]
         return sorted(set(out))
 
-    def _sub(self, axis: str) -> tuple[int, int]:
+    def _size_and_stride(self, axis: str) -> tuple[int, int]:
         dp_stride = self.stride("dp")
         shard = self.shard or self.dp
         subs = {
@@ -130,15 +140,31 @@ class Layout:
         if problems:
             raise ValueError(f"Layout {self.describe()} cannot split {model.name}: " + "; ".join(problems))
 
+    def stage_layers(self, model: ModelConfig) -> list[int]:
+        """Layers on each pipeline stage. When ``pp`` does not divide the layers, the stages
+        that hold the most micro-batches in flight give up one layer each, first and last
+        alternately: Llama 3 405B's 126 layers on 16 stages are 7, 8, ..., 8, 7 (Dubey et al. 2024)."""
+        most = math.ceil(model.layers / self.pp)
+        out = [most] * self.pp
+        ends = [i // 2 if i % 2 == 0 else self.pp - 1 - i // 2 for i in range(self.pp)]
+        for s in ends[: most * self.pp - model.layers]:
+            out[s] -= 1
+        return out
+
     def layers_per_stage(self, model: ModelConfig) -> int:
         """Layers on the busiest pipeline stage (stages may be uneven: Llama 3 405B's 126 on 16)."""
-        return math.ceil(model.layers / self.pp)
+        return max(self.stage_layers(model))
 
     def tokens(self, model: ModelConfig) -> int:
         """Tokens in one step (the global batch)."""
         return self.dp * self.microbatches * self.micro_batch * model.seq
 
     def describe(self) -> str:
+        """Every knob that changes the step: degrees, ZeRO stage, micro-batches, recomputation.
+
+        >>> Layout(tp=8, sp=True, pp=4, dp=32, zero=1, microbatches=16, virtual=5).describe()
+        'tp8+sp pp4 dp32 v5 zero1, 16 micro-batches, selective recompute'
+        """
         parts = [f"tp{self.tp}" + ("+sp" if self.sp else "")]
         parts += [f"{a}{self.size(a)}" for a in ("cp", "pp", "dp") if self.size(a) > 1]
         if self.virtual > 1:
@@ -147,4 +173,8 @@ class Layout:
             parts.append(f"ep{self.ep}")
         if self.zero:
             parts.append(f"zero{self.zero}" + (f"(shard {self.shard})" if self.shard else ""))
-        return " ".join(parts)
+        m = f"{self.microbatches} micro-batch" + ("es" if self.microbatches > 1 else "")
+        if self.micro_batch > 1:
+            m += f" of {self.micro_batch}"
+        recompute = "no recompute" if self.recompute == "none" else f"{self.recompute} recompute"
+        return ", ".join((" ".join(parts), m, recompute))

@@ -75,7 +75,7 @@ def plot_steps(reports: Sequence[StepReport], ax=None, labels: Sequence[str] | N
             left = 0.0
             bar(hidden, "white", "communication hidden by overlap", hatch="xx", yy=y - 0.38, height=0.18)
         ax.annotate(
-            f"{r.step:.2f} s, MFU {100 * r.mfu:.0f} %",
+            f"{r.step:.2f} s, {r.verdict()}",
             (r.step, y),
             xytext=(4, 0),
             textcoords="offset points",
@@ -87,6 +87,25 @@ def plot_steps(reports: Sequence[StepReport], ax=None, labels: Sequence[str] | N
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3)
     ax.set_xlim(0, max(r.step for r in reports) * 1.25)
     return ax
+
+
+def log_ticks(ax, values: Sequence[float], axis: str = "x") -> None:
+    """A log axis labelled at ``values`` as plain numbers (no ``3x10^0``), without minor ticks.
+
+    Labels that would touch are thinned: each is kept only if it sits at
+    least a fifth of a decade from the last one kept.
+    """
+    import math
+
+    from matplotlib.ticker import NullLocator
+
+    kept: list[float] = []
+    for v in sorted(set(values)):
+        if not kept or math.log10(v / kept[-1]) >= 0.2:
+            kept.append(v)
+    getattr(ax, f"set_{axis}scale")("log")
+    getattr(ax, f"set_{axis}ticks")(kept, [f"{v:g}" for v in kept])
+    getattr(ax, f"{axis}axis").set_minor_locator(NullLocator())
 
 
 def plot_link_bytes(report: StepReport, ax=None):

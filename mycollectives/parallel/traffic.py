@@ -28,8 +28,9 @@ class Comm:
 
     ``hides_behind`` names the compute that may overlap it: ``"none"``
     (on the critical path), ``"backward"`` (the last micro-batch's backward
-    pass), ``"forward"``, ``"compute"`` (every unit's compute, by prefetch)
-    or ``"attention"``.
+    pass), ``"forward"``, ``"compute"`` (every unit's compute, by prefetch),
+    ``"attention"`` or ``"matmul"`` (the matmul it feeds, if a collective
+    matmul overlaps them; :class:`~.calculator.Overlap` says how much).
     """
 
     strategy: str
@@ -73,75 +74,84 @@ def params_per_gpu(model: ModelConfig, lay: Layout) -> tuple[float, float]:
 def comms(model: ModelConfig, lay: Layout) -> list[Comm]:
     """Every collective of one training step, per GPU (see the module docstring)."""
     lay.check(model)
-    out: list[Comm] = []
-    per_stage, m = lay.layers_per_stage(model), lay.microbatches
-    full = lay.recompute == "full"  # the forward pass runs twice
-    act = tokens_per_rank(model, lay) * model.hidden * model.act_bytes  # one [s/cp, b, h] activation
-    if lay.tp > 1 and not lay.sp:
-        calls = (4 + 2 * full) * per_stage * m
-        out.append(
-            Comm("TP", "all_reduce", ("tp",), act, calls, "none", "(4 per layer) L/pp m x AR(b s/cp h a)")
-        )
-    if lay.sp:
-        ag, rs = (6 + 2 * full) * per_stage * m, (4 + 2 * full) * per_stage * m
-        out.append(
-            Comm("SP", "all_gather", ("tp",), act, ag, "none", "(6 per layer) L/pp m x AG(b s/cp h a)")
-        )
-        out.append(
-            Comm("SP", "reduce_scatter", ("tp",), act, rs, "none", "(4 per layer) L/pp m x RS(b s/cp h a)")
-        )
-        norms = 2 * model.hidden * per_stage * model.grad_bytes
-        out.append(Comm("SP", "all_reduce", ("tp",), norms, 1, "backward", "AR(2 h L/pp) of the norm gains"))
-    if lay.cp > 1:
-        block = tokens_per_rank(model, lay) * kv_width(model, lay) * model.act_bytes  # one K (or V) block
-        fwd = (lay.cp - 1) * per_stage * m * (1 + full)
-        out.append(Comm("CP", "ring_step", ("cp",), 2 * block, fwd, "attention", "(cp-1) L/pp m x (K, V)"))
-        out.append(
-            Comm(
-                "CP",
-                "ring_step",
-                ("cp",),
-                4 * block,
-                (lay.cp - 1) * per_stage * m,
-                "attention",
-                "(cp-1) L/pp m x (K, V, dK, dV)",
-            )
-        )
-        out.append(
-            Comm("CP", "ring_step", ("cp",), 2 * block, per_stage * m, "attention", "L/pp m x (dK, dV) home")
-        )
-    if model.moe and lay.ep > 1:
-        rows = tokens_per_rank(model, lay) // lay.tp * model.top_k
-        calls = (4 + 2 * full) * per_stage * m
-        out.append(
-            Comm(
-                "EP",
-                "all_to_all",
-                ("ep",),
-                rows * model.hidden * model.act_bytes,
-                calls,
-                "none",
-                "(4 per layer) L/pp m x A2A(k b s/(cp tp) h a)",
-            )
-        )
-    if lay.pp > 1:
-        msg = act / (lay.tp if lay.sp else 1)
-        out.append(
-            Comm(
-                "PP",
-                "send_recv",
-                ("pp",),
-                msg,
-                2 * m * lay.virtual,
-                "none",
-                "2 m v x (b s/cp h a" + (" / tp)" if lay.sp else ")"),
-            )
-        )
+    out = tensor_parallel_comms(model, lay) + context_parallel_comms(model, lay)
+    out += expert_parallel_comms(model, lay) + pipeline_comms(model, lay)
     dense, expert = params_per_gpu(model, lay)
     out += data_parallel_comms(model, lay, dense, ("cp", "dp"), "dense")
     if expert:
         out += data_parallel_comms(model, lay, expert, ("cp", "edp"), "experts")
-    return [c for c in out if c.nbytes > 0 and c.calls > 0 and _size(lay, c.axes) > 1]
+    return [c for c in out if c.nbytes > 0 and c.calls > 0 and _group_size(lay, c.axes) > 1]
+
+
+def _per_step(model: ModelConfig, lay: Layout) -> tuple[int, int, bool, float]:
+    """``L/pp``, ``m``, whether the forward pass runs twice, and one ``[b s/cp, h]`` activation's bytes."""
+    act = tokens_per_rank(model, lay) * model.hidden * model.act_bytes
+    return lay.layers_per_stage(model), lay.microbatches, lay.recompute == "full", act
+
+
+def tensor_parallel_comms(model: ModelConfig, lay: Layout) -> list[Comm]:
+    """Megatron's all-reduces, or sequence parallelism's gathers and reduce-scatters (and the norms')."""
+    L, m, full, act = _per_step(model, lay)
+    if lay.tp > 1 and not lay.sp:
+        calls = (4 + 2 * full) * L * m
+        return [
+            Comm("TP", "all_reduce", ("tp",), act, calls, "matmul", "(4 per layer) L/pp m x AR(b s/cp h a)")
+        ]
+    if not lay.sp:
+        return []
+    ag, rs = (6 + 2 * full) * L * m, (4 + 2 * full) * L * m
+    norms = 2 * model.hidden * L * model.grad_bytes
+    return [
+        Comm("SP", "all_gather", ("tp",), act, ag, "matmul", "(6 per layer) L/pp m x AG(b s/cp h a)"),
+        Comm("SP", "reduce_scatter", ("tp",), act, rs, "matmul", "(4 per layer) L/pp m x RS(b s/cp h a)"),
+        Comm("SP", "all_reduce", ("tp",), norms, 1, "backward", "AR(2 h L/pp) of the norm gains"),
+    ]
+
+
+def context_parallel_comms(model: ModelConfig, lay: Layout) -> list[Comm]:
+    """Ring attention: K and V forward, K, V, dK and dV backward, and dK, dV home."""
+    if lay.cp == 1:
+        return []
+    L, m, full, _ = _per_step(model, lay)
+    block = tokens_per_rank(model, lay) * kv_width(model, lay) * model.act_bytes  # one K (or V) block
+    steps = (lay.cp - 1) * L * m
+    return [
+        Comm(
+            "CP", "ring_step", ("cp",), 2 * block, steps * (1 + full), "attention", "(cp-1) L/pp m x (K, V)"
+        ),
+        Comm("CP", "ring_step", ("cp",), 4 * block, steps, "attention", "(cp-1) L/pp m x (K, V, dK, dV)"),
+        Comm("CP", "ring_step", ("cp",), 2 * block, L * m, "attention", "L/pp m x (dK, dV) home"),
+    ]
+
+
+def expert_parallel_comms(model: ModelConfig, lay: Layout) -> list[Comm]:
+    """Dispatch and combine, forward and backward: four all-to-alls per layer."""
+    if not (model.moe and lay.ep > 1):
+        return []
+    L, m, full, _ = _per_step(model, lay)
+    rows = tokens_per_rank(model, lay) // lay.tp * model.top_k
+    nbytes, calls = rows * model.hidden * model.act_bytes, (4 + 2 * full) * L * m
+    return [
+        Comm(
+            "EP",
+            "all_to_all",
+            ("ep",),
+            nbytes,
+            calls,
+            "none",
+            "(4 per layer) L/pp m x A2A(k b s/(cp tp) h a)",
+        )
+    ]
+
+
+def pipeline_comms(model: ModelConfig, lay: Layout) -> list[Comm]:
+    """One activation down and one gradient up per micro-batch and stage boundary (``v`` of them)."""
+    if lay.pp == 1:
+        return []
+    _, m, _, act = _per_step(model, lay)
+    msg = act / (lay.tp if lay.sp else 1)
+    formula = "2 m v x (b s/cp h a" + (" / tp)" if lay.sp else ")")
+    return [Comm("PP", "send_recv", ("pp",), msg, 2 * m * lay.virtual, "none", formula)]
 
 
 def data_parallel_comms(
@@ -201,5 +211,5 @@ def data_parallel_comms(
     return out
 
 
-def _size(lay: Layout, axes: tuple[str, ...]) -> int:
+def _group_size(lay: Layout, axes: tuple[str, ...]) -> int:
     return len(lay.members(axes))
