@@ -27,6 +27,7 @@ import torch
 from ..collectives import record
 from ..errors import CollectiveTimeout, DeadlockError
 from ..transport import LocalWorld
+from .answers import exercise, need
 from .expected import COLLECTIVES, Case, Code, compare, inputs
 
 
@@ -39,7 +40,9 @@ def _run_case(fn: Callable, case: Case, timeout: float, allow_collectives: bool,
     p = case.p
     world = LocalWorld(p, timeout=timeout, eager_bytes=0)
     if case.collective == "barrier":
-        return _run_barrier(fn, case, world, timeout)
+        _run_barrier(fn, case, world, timeout)
+        _check_trace(case, world, allow_collectives, sends_per_rank)  # the rules hold for barriers too
+        return
     code = Code(case, p * case.count)
     per_rank = inputs(case, code)
     before = [[a.clone() if isinstance(a, torch.Tensor) else a for a in args] for args, _ in per_rank]
@@ -130,6 +133,7 @@ def _run_barrier(fn: Callable, case: Case, world: LocalWorld, timeout: float) ->
         )
 
 
+@exercise
 def check_collective(
     fn: Callable,
     collective: str,
@@ -159,6 +163,7 @@ def check_collective(
     """
     if collective not in COLLECTIVES:
         raise ValueError(f"collective must be one of {COLLECTIVES}, got {collective!r}")
+    need(fn, "your function")
     n_cases = 0
     counts = (0,) if collective == "barrier" else counts
     dtypes = (torch.float32,) if collective == "barrier" else dtypes

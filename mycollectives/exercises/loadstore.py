@@ -14,7 +14,7 @@ import math
 from ..algorithms import schedule_for
 from ..cost import Machine, counted_cost, traffic
 from ..loadstore import reads
-from .answers import correct, need
+from .answers import correct, exercise, need, off
 
 MIB = 1 << 20
 
@@ -31,6 +31,7 @@ def copied_bytes(collective: str, algorithm: str, p: int, nbytes: int) -> tuple[
     return float((sent + received).max()), float(received.max())
 
 
+@exercise
 def check_copies(messages: float | None, loads: float | None, p: int = 4, nbytes: int = 64 * MIB) -> None:
     """MiB one rank copies in a ring all-gather: message passing against loads."""
     want_msg, want_loads = (b / MIB for b in copied_bytes("all_gather", "ring", p, nbytes))
@@ -45,7 +46,7 @@ def check_copies(messages: float | None, loads: float | None, p: int = 4, nbytes
         raise AssertionError(f"a rank already holds its own 1/{p} of the output: it loads only the rest")
     for got, want, what in ((messages, want_msg, "with messages"), (loads, want_loads, "with loads")):
         assert math.isclose(float(got), want, rel_tol=0.02), (
-            f"MiB copied per rank {what}: got {float(got):.4g}, off by {100 * (float(got) / want - 1):+.1f}%"
+            f"MiB copied per rank {what}: got {float(got):.4g}, {off(float(got), want)}"
         )
     print(f"Correct: {float(messages):.4g} MiB with messages, {float(loads):.4g} MiB with loads")
 
@@ -67,6 +68,7 @@ def barriers(collective: str, algorithm: str, p: int, nbytes: int = 1 << 16, che
     return count
 
 
+@exercise
 def check_barriers(answers: dict | None, p: int = 4) -> None:
     """Barriers per all-reduce call with the argument check on: ring, direct (two-shot), one_shot."""
     need(answers, "a dict {algorithm: barriers}")
@@ -115,6 +117,7 @@ def crossover(p: int, machine: Machine, lo: int = 64, hi: int = 1 << 30) -> floa
     return math.exp(b)
 
 
+@exercise
 def check_crossover(answer: float | None, p: int = 2, alpha: float = 10e-6, beta: float = 1.5e-10,
                     gamma: float = 1.5e-10) -> None:  # fmt: skip
     """The size where two-shot overtakes one-shot, on a machine of the given constants."""
@@ -146,6 +149,7 @@ def nvlink_choice(p: int, nbytes: int, link: float, sync: float) -> dict[str, fl
     }
 
 
+@exercise
 def check_nvlink_choice(
     times: dict | None, p: int = 8, link: float = 450e9, sync: float = 3e-6, small: int = 256 << 10,
     large: int = 64 * MIB,
@@ -167,6 +171,7 @@ def check_nvlink_choice(
     print(f"Correct: all {len(times)} times within 3 %")
 
 
+@exercise
 def check_heap_picks(small: str | None, large: str | None, p: int = 4) -> None:
     """Chapter 4b design: the all-reduce for 16 KiB and 16 MiB heap tensors on ``p`` ranks."""
     from ..auto import LOADSTORE, choose
@@ -180,8 +185,7 @@ def check_heap_picks(small: str | None, large: str | None, p: int = 4) -> None:
         if got != want:
             side = "below" if size < x else "above"
             wrong.append(
-                f"{size >> 10} KiB is {side} the crossover ({x / 1024:.1f} KiB): the cost model picks {want!r}, "
-                f"not {got!r}"
+                f"{size >> 10} KiB is {side} the crossover: compare one-shot's and two-shot's costs there"
             )
     assert not wrong, "; ".join(wrong)
     print(f"Correct: {small} for 16 KiB, {large} for 16 MiB (crossover {x / 1024:.1f} KiB)")

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from ..sim.nccl import choose
 from ..topology import Topology, dgx_h100
+from .answers import exercise
 
 # --- exercise: pick NCCL's protocol ------------------------------------------------------
 
@@ -20,6 +21,7 @@ def _sizes() -> list[int]:
     return [1 << k for k in range(3, 31, 2)]  # 8 B .. 512 MiB
 
 
+@exercise
 def check_protocol_choice(fn: Callable[[int], str], topology: Topology | None = None) -> None:
     """Chapter 4: ``fn(nbytes)`` picks the protocol NCCL's model picks for a ring all-reduce.
 
