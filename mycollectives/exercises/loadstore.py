@@ -119,14 +119,23 @@ def crossover(p: int, machine: Machine, lo: int = 64, hi: int = 1 << 30) -> floa
 
 @exercise
 def check_crossover(answer: float | None, p: int = 2, alpha: float = 10e-6, beta: float = 1.5e-10,
-                    gamma: float = 1.5e-10) -> None:  # fmt: skip
-    """The size where two-shot overtakes one-shot, on a machine of the given constants."""
+                    gamma: float = 0.5e-10) -> None:  # fmt: skip
+    """The size where two-shot overtakes one-shot on 2 ranks, on a machine of the given
+    constants (``beta != gamma``, so that each typical mistake gives its own number and hint)."""
+    if p != 2 or math.isclose(beta, gamma):
+        raise ValueError(f"p={p}, beta={beta}, gamma={gamma}: the exercise is on 2 ranks, with beta != gamma")
     want = crossover(p, Machine(alpha=alpha, beta=beta, gamma=gamma, loads=True))
     need(answer, "crossover size in bytes")
-    if math.isclose(float(answer), alpha / gamma, rel_tol=0.05):
+    got = float(answer)
+    if math.isclose(got, alpha / gamma, rel_tol=0.05):
         raise AssertionError(
-            "two-shot's reduce-scatter reduces only 1/p of the vector per peer: compare what each "
-            "adds up, not just the rounds"
+            "two-shot adds too: the peer's half of its own share, n/2 adds, so it saves n/2 of "
+            "one-shot's adds, not all n"
+        )
+    if math.isclose(got, 2 * alpha / (beta + gamma), rel_tol=0.05):
+        raise AssertionError(
+            "two-shot reads twice: the peer's half of its own share, then the peer's reduced half; "
+            "its loads cost as much as one-shot's, only its adds are halved"
         )
     correct(float(answer) / 1024, want / 1024, f"crossover on {p} ranks", " KiB", rel=0.05)
 
@@ -139,13 +148,15 @@ def nvlink_choice(p: int, nbytes: int, link: float, sync: float) -> dict[str, fl
     switch, each GPU's link ``link`` bytes/s per direction and a barrier
     ``sync`` seconds; adds are free (they run at memory speed, far above the
     link). One-shot reads (p-1)n in one round; two-shot reads 2(p-1)/p n in
-    two; in-switch reduction (multimem) loads its reduced 1/p and stores it to
-    all, 2n/p through the link, in two barriers."""
+    two; in-switch reduction (multimem), in two barriers, moves n(1 + 1/p)
+    each way through a GPU's link: the switch reads the GPU's whole vector and
+    multicasts every sum into it (n), and the GPU's reduced load and store of
+    its own 1/p add n/p (chapter 4, and chapter 6's ``check_nvls_link_rate``)."""
     n = float(nbytes)
     return {
         "one_shot": sync + (p - 1) * n / link,
         "two_shot": 2 * sync + 2 * (p - 1) / p * n / link,
-        "multimem": 2 * sync + 2 * n / p / link,
+        "multimem": 2 * sync + (1 + 1 / p) * n / link,
     }
 
 
@@ -164,9 +175,7 @@ def check_nvlink_choice(
             if got is None:
                 wrong.append(f"({name!r}, {size}) missing")
             elif not math.isclose(float(got), sec, rel_tol=0.03):
-                wrong.append(
-                    f"{name} at {size} B: got {float(got) * 1e6:.2f} us, expected {sec * 1e6:.2f} us"
-                )
+                wrong.append(f"{name} at {size} B: got {float(got) * 1e6:.2f} us, {off(float(got), sec)}")
     assert not wrong, "; ".join(wrong)
     print(f"Correct: all {len(times)} times within 3 %")
 
