@@ -134,3 +134,17 @@ def test_check_cells_on_placeholders_print_not_answered_and_no_value(page):
             assert lines and all(line.startswith("not answered yet") for line in lines), (
                 f"{page.name}: {cell!r} printed {said!r}"
             )
+
+
+def test_pages_state_the_checkers_world_sizes():
+    """The pages name the world sizes check_collective tries; they must be its defaults."""
+    import inspect
+
+    from mycollectives.exercises import check_collective
+
+    sizes = inspect.signature(check_collective).parameters["world_sizes"].default
+    said = ", ".join(map(str, sizes[:-1])) + f" and {sizes[-1]}"
+    for name in ("02_primitives.md", "03_algorithms.md"):
+        text = " ".join((ROOT / "chapters" / name).read_text().split())
+        assert said in text, f"{name} does not state check_collective's world sizes ({said})"
+        assert "1 to 8" not in text, name

@@ -12,7 +12,8 @@ Inputs are chosen so that a wrong value says where it came from: in a copy
 collective element ``i`` of rank ``r``'s input is ``r * B + i`` (so a wrong
 element "holds rank 2's element 3"); in a reduction it is
 ``(p + 1) ** r + i * M``, whose digits in base ``p + 1`` count how often each
-rank was added in (so a wrong sum "misses rank 2"). Chapters 2 to 4 use it.
+rank was added in (so a wrong sum "misses rank 2"). Chapters 2, 3 and 3b use it, and
+chapter 4 through ``check_hierarchical_all_reduce``.
 The inputs, expected results and the decoding of wrong values live in
 ``expected.py`` beside this module; this one runs the reader's function.
 """
