@@ -227,3 +227,48 @@ def test_a_raising_rank_and_a_changed_input_are_reported():
 def test_unknown_collective_is_a_clear_error():
     with pytest.raises(ValueError, match="collective must be one of"):
         check_collective(naive_broadcast, "allreduce")
+
+
+def linear_barrier():
+    """Everyone reports to rank 0, which then releases everyone: a correct barrier,
+    but rank 0 sends p - 1 messages, not the dissemination barrier's log2 p."""
+    p, r = mc.get_world_size(), mc.get_rank()
+    token = torch.zeros(1)
+    if r == 0:
+        for q in range(1, p):
+            mc.recv(token, q)
+        for q in range(1, p):
+            mc.send(token, q)
+    else:
+        mc.send(token, 0)
+        mc.recv(token, 0)
+
+
+def ceil_log2(p):
+    return max(0, (p - 1).bit_length())
+
+
+def test_the_barrier_rules_hold_a_linear_barrier_fails():
+    with pytest.raises(ExerciseFailure, match="rank 0 sent 3 messages"):
+        check_collective(linear_barrier, "barrier", world_sizes=(4,), sends_per_rank=ceil_log2)
+
+
+def test_the_barrier_rules_hold_the_package_barrier_fails():
+    with pytest.raises(ExerciseFailure, match="write it from send/recv"):
+        check_collective(lambda: mc.barrier(), "barrier", world_sizes=(3,), sends_per_rank=ceil_log2)
+
+
+def test_the_dissemination_barrier_passes_the_rules(capsys):
+    check_collective(dissemination_barrier, "barrier", world_sizes=(1, 2, 3, 5, 8), sends_per_rank=ceil_log2)
+    assert "Correct" in capsys.readouterr().out
+
+
+def test_placeholder_code_is_not_answered_yet(capsys):
+    def placeholder(tensor):
+        raise NotImplementedError  # your code here
+
+    assert check_collective(placeholder, "all_reduce", **SMALL) is None
+    out = capsys.readouterr().out
+    assert "not answered yet" in out and "Correct" not in out
+    assert check_collective(None, "all_reduce") is None
+    assert "not answered yet" in capsys.readouterr().out

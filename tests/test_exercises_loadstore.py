@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from mycollectives.exercises import loadstore as ex
+from tests.unanswered import assert_not_answered
 
 MIB = 1 << 20
 
@@ -17,8 +18,7 @@ def test_copies_right_and_wrong(capsys):
         ex.check_copies(48, 48)
     with pytest.raises(AssertionError, match="already holds its own"):
         ex.check_copies(96, 64)
-    with pytest.raises(AssertionError, match="replace None"):
-        ex.check_copies(None, 48)
+    assert_not_answered(ex.check_copies, None, 48)
     with pytest.raises(AssertionError, match="with loads"):
         ex.check_copies(96, 40)
     assert "Correct" not in capsys.readouterr().out  # never success before a failure
@@ -40,9 +40,16 @@ def test_crossover_matches_the_closed_form():
     assert ex.crossover(2, ex.Machine(alpha=10e-6, beta=1.5e-10, gamma=1.5e-10, loads=True)) == pytest.approx(
         2 * 10e-6 / 1.5e-10, rel=1e-3
     )
-    ex.check_crossover(2 * 10e-6 / 1.5e-10)
-    with pytest.raises(AssertionError, match="reduces only 1/p"):
-        ex.check_crossover(10e-6 / 1.5e-10)
+    alpha, beta, gamma = 10e-6, 1.5e-10, 0.5e-10  # the exercise's: beta != gamma
+    ex.check_crossover(2 * alpha / gamma)
+    with pytest.raises(AssertionError, match="two-shot adds too"):  # took two-shot's adds as free
+        ex.check_crossover(alpha / gamma)
+    with pytest.raises(AssertionError, match="two-shot reads twice"):  # forgot the all-gather's reads
+        ex.check_crossover(2 * alpha / (beta + gamma))
+    with pytest.raises(AssertionError, match="off by 2x to 10x \\(too high\\)"):
+        ex.check_crossover(8 * alpha / gamma)
+    with pytest.raises(ValueError, match="beta != gamma"):
+        ex.check_crossover(1e5, gamma=beta)  # the two mistakes would give one number
 
 
 def test_nvlink_choice():
@@ -57,3 +64,14 @@ def test_nvlink_choice():
     wrong["one_shot", 64 * MIB] = 64 * MIB / link + sync  # forgot that one-shot reads every peer's vector
     with pytest.raises(AssertionError, match="one_shot at"):
         ex.check_nvlink_choice(wrong)
+
+
+def test_nvlink_choice_counts_multimem_as_chapters_4_and_6_do():
+    """n(1 + 1/p) each way through a GPU's link, the figure of chapter 4's text, the simulator's
+    NVLS and chapter 6's check_nvls_link_rate; the old 2n/p fails."""
+    p, link, sync, n = 8, 450e9, 3e-6, 64 * MIB
+    assert ex.nvlink_choice(p, n, link, sync)["multimem"] == pytest.approx(2 * sync + (1 + 1 / p) * n / link)
+    times = {(a, s): t for s in (256 << 10, n) for a, t in ex.nvlink_choice(p, s, link, sync).items()}
+    times["multimem", n] = 2 * sync + 2 * n / p / link
+    with pytest.raises(AssertionError, match="multimem at .*too low"):
+        ex.check_nvlink_choice(times)

@@ -9,7 +9,9 @@ import mycollectives as mc
 from mycollectives.exercises import ExerciseFailure, nccl_model
 from mycollectives.exercises import topology as ex
 from mycollectives.nccl import constants as K
+from mycollectives.sim.nccl import system as nccl_system
 from mycollectives.topology import NET, NVLINK, cluster, dgx_a100
+from tests.unanswered import assert_not_answered
 
 GIB = 1 << 30
 
@@ -143,8 +145,7 @@ def test_ring_vs_hierarchical(capsys):
     assert "Correct" in capsys.readouterr().out
     with pytest.raises(AssertionError, match="swapped"):
         ex.check_ring_vs_hierarchical(t_hier, t_ring)
-    with pytest.raises(AssertionError, match="replace None"):
-        ex.check_ring_vs_hierarchical(None, t_hier)
+    assert_not_answered(ex.check_ring_vs_hierarchical, None, t_hier)
 
 
 @pytest.mark.parametrize(
@@ -242,18 +243,50 @@ def _nccl_ring_protocol(nbytes: int) -> str:
 
 def test_protocol_choice():
     nccl_model.check_protocol_choice(_nccl_ring_protocol)
-    with pytest.raises(AssertionError, match="'LL' is faster"):
+    with pytest.raises(
+        AssertionError, match="at 8 bytes you picked 'simple', but another protocol is faster"
+    ):
         nccl_model.check_protocol_choice(lambda n: "simple")
-    with pytest.raises(AssertionError, match="at 8388608 bytes you picked 'll', but 'LL128' is faster"):
+    with pytest.raises(
+        AssertionError, match="at 4495360 bytes you picked 'll', but another protocol is faster"
+    ):
         nccl_model.check_protocol_choice(lambda n: "ll" if n < 1 << 28 else "simple")  # LL for too long
     with pytest.raises(
-        AssertionError, match="but 'LL' is faster"
+        AssertionError, match="but another protocol is faster"
     ):  # 2.19's LL factor moves the switch too early
         nccl_model.check_protocol_choice(
             lambda n: "ll" if n < 1 << 20 else "ll128" if n < 1 << 25 else "simple"
         )
     with pytest.raises(AssertionError, match="expected one of"):
         nccl_model.check_protocol_choice(lambda n: "fast")
+    assert_not_answered(nccl_model.check_protocol_choice, _placeholder)
+
+
+def _placeholder(nbytes: int) -> str:
+    raise NotImplementedError  # your code
+
+
+def _a100_capped(nbytes: int, caps: bool = True) -> str:
+    """The chapter's A100 exercise written out, with or without the protocols' ceilings."""
+    p, ring = 8, nccl_system(dgx_a100()).graphs["ring"]
+    bus = ring.channels * ring.bw_intra
+    cap = {
+        "Simple": bus,
+        "LL128": min(
+            K.LL128_FACTOR * bus, ring.channels * K.PER_CHANNEL_RING_LL128["ampere"] if caps else 1e9
+        ),
+        "LL": min(K.LL_MAX_BW["ampere"][0] if caps else 1e9, K.RING_LL_FACTOR * bus),
+    }
+    lat = {pr: K.BASE_LATENCY["Ring"][pr] + 2 * (p - 1) * K.HW_LATENCY["NVLink"]["Ring"][pr] for pr in cap}
+    return min(cap, key=lambda pr: lat[pr] + nbytes / (1000 * cap[pr] * p / (2 * (p - 1))))
+
+
+def test_protocol_choice_needs_the_caps():
+    """Without LL's ceiling the A100 model agrees with NCCL's on every power of two: the check
+    also tries the sizes either side of each crossover, where it does not."""
+    nccl_model.check_protocol_choice(_a100_capped, dgx_a100())
+    with pytest.raises(AssertionError, match="another protocol is faster.*ceiling"):
+        nccl_model.check_protocol_choice(lambda n: _a100_capped(n, caps=False), dgx_a100())
     with pytest.raises(AssertionError, match="return a protocol name"):
         nccl_model.check_protocol_choice(lambda n: None)
 
@@ -276,5 +309,5 @@ def _a100_ring_protocol(nbytes: int) -> str:
 def test_protocol_choice_on_an_a100(capsys):
     nccl_model.check_protocol_choice(_a100_ring_protocol, dgx_a100())
     assert "Correct" in capsys.readouterr().out
-    with pytest.raises(AssertionError, match="'LL' is faster"):
+    with pytest.raises(AssertionError, match="at 8 bytes .* another protocol is faster"):
         nccl_model.check_protocol_choice(lambda n: "ll128", dgx_a100())

@@ -33,7 +33,6 @@ def test_dp_design_right(capsys):
         (("fsdp", 1.75 * N, 1.75 * N), "gathers them again"),
         (("fsdp", 3.5 * N, 2.625 * N), "2 bytes each, not 4"),
         (("ddp", 1.75 * N, 2.625 * N), "whole training state"),
-        ((None, 1.75 * N, 2.625 * N), "replace None"),
     ],
 )
 def test_dp_design_wrong(answer, says, capsys):

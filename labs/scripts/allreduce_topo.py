@@ -6,9 +6,10 @@
     torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint HEAD:29500 \\
         labs/scripts/allreduce_topo.py --out topo.json
 
-``hierarchical`` reduces inside each node first, all-reduces across nodes
-among one rank per node, then broadcasts inside the node; ``local_size`` is the
-ranks per node (torchrun's LOCAL_WORLD_SIZE, or ``--local-size`` to pretend a
+``hierarchical`` reduce-scatters inside each node (local rank ``j`` ends with
+chunk ``j`` summed over its node), all-reduces chunk ``j`` across the nodes among
+the ranks of local rank ``j`` (one ring per rail, so every NIC carries ``1/L`` of
+the vector), then all-gathers inside the node; ``local_size`` is the ranks per node (torchrun's LOCAL_WORLD_SIZE, or ``--local-size`` to pretend a
 single machine is several nodes). Every result is checked, and the backend's
 own ``all_reduce`` (NCCL or gloo) runs in the same loop for comparison.
 """

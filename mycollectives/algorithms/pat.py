@@ -57,10 +57,13 @@ from .registry import DEFAULT_SEGMENT_BYTES, Spec, register
 
 
 def aggregation(p: int, block: int, slot: int) -> int:
-    """Blocks per message: NCCL's ``aggFactor`` from the size alone.
+    """Blocks per message, from the size alone: what NCCL keeps as ``postFreq``.
 
     Doubles while two blocks per current factor still fit in a slot and the
-    factor is below ``p // 2`` (``PatAGAlgorithm``'s constructor).
+    factor is below ``p // 2``: the first loop of ``PatAGAlgorithm``'s
+    constructor (NCCL 2.30.7, ``src/include/collectives.h``), whose
+    result NCCL stores as ``postFreq``. NCCL's ``aggFactor`` goes on doubling
+    with the pipeline depth (``stepDepth``), which this model does not have.
 
     >>> aggregation(16, 1, 512), aggregation(16, 100, 512), aggregation(16, 1000, 512)
     (8, 4, 1)

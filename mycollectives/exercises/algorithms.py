@@ -19,7 +19,7 @@ import numpy as np
 
 from ..algorithms import DEFAULT_SEGMENT_BYTES, canonical, schedule_for
 from ..cost import Machine, counted_cost, crossover_size, predict, traffic
-from .answers import expect, need, number, passed
+from .answers import exercise, expect, need, number, off, passed
 
 
 def busiest_sender(collective: str, algorithm: str, world_size: int, nbytes: int) -> tuple[int, int]:
@@ -35,24 +35,30 @@ def busiest_sender(collective: str, algorithm: str, world_size: int, nbytes: int
     return len(schedule.rounds), int(sent.max()) if world_size else 0
 
 
+def _side(got: int, want: int) -> str:
+    """Too high or too low, for counts (the count itself would give the answer away)."""
+    return "too high" if got > want else "too low"
+
+
 def _rounds_and_bytes(answer: object, collective: str, algorithm: str, world_size: int, nbytes: int) -> str:
     what = f"{canonical(collective)}/{algorithm} on {world_size} ranks, {nbytes} bytes"
     need(answer, f"(rounds, bytes) for {what}")
     assert len(answer) == 2, f"{what}: give a pair (rounds, bytes), got {answer!r}"  # type: ignore[arg-type]
     rounds, sent = answer  # type: ignore[misc]
     want_rounds, want_sent = busiest_sender(collective, algorithm, world_size, nbytes)
-    assert rounds == want_rounds, f"{what}: the schedule has {want_rounds} rounds, not {rounds}" + (
+    assert rounds == want_rounds, f"{what}: {rounds} rounds is {_side(rounds, want_rounds)}" + (
         " (with a world size that is not a power of two, count the rounds that fold the extra ranks in and out)"
         if world_size & (world_size - 1)
         else ""
     )
     assert math.isclose(sent, want_sent, rel_tol=1e-9), (
-        f"{what}: the busiest rank sends {want_sent} bytes ({want_sent / nbytes:.3f} of the vector), "
-        f"not {sent} ({sent / nbytes:.3f}); count what the busiest rank sends, summed over all rounds"
+        f"{what}: {sent} bytes ({sent / nbytes:.3f} of the vector) is {off(sent, want_sent)}; "
+        "count what the busiest rank sends, summed over all rounds"
     )
     return f"Correct: {algorithm}: {rounds} rounds, the busiest rank sends {sent:,} bytes"
 
 
+@exercise
 def check_rounds_and_bytes(
     answer: Sequence[int] | None, collective: str, algorithm: str, world_size: int, nbytes: int
 ) -> None:
@@ -60,6 +66,7 @@ def check_rounds_and_bytes(
     passed(_rounds_and_bytes(answer, collective, algorithm, world_size, nbytes))
 
 
+@exercise
 def check_ring_and_doubling(ring_answer: Sequence[int] | None, rd_answer: Sequence[int] | None) -> None:
     """Chapter 3's counting exercise, both parts checked before either is reported:
     ring and recursive doubling all-reduce on 6 ranks, 3 MiB."""
@@ -69,6 +76,7 @@ def check_ring_and_doubling(ring_answer: Sequence[int] | None, rd_answer: Sequen
     )
 
 
+@exercise
 def check_crossover(
     answer: float | None,
     collective: str,
@@ -85,12 +93,12 @@ def check_crossover(
     on whole elements, so an exact derivation lands a few bytes away).
     """
     what = f"crossover of {canonical(collective)} {first} -> {second} on {world_size} ranks"
-    assert answer is not None, f"replace None with your answer in bytes: {what}"
+    need(answer, f"bytes: {what}")
     want = crossover_size(collective, first, second, world_size, machine)
     assert want is not None, f"{what}: {second} never overtakes {first} on this machine"
     assert math.isclose(float(answer), want, rel_tol=rel), (
-        f"{what}: got {float(answer):,.0f} bytes, the model gives {want:,} "
-        f"(off by {100 * (float(answer) / want - 1):+.0f}%); set the two costs equal and solve for n"
+        f"{what}: got {float(answer):,.0f} bytes, {off(float(answer), want)}; "
+        "set the two costs equal and solve for n"
     )
     passed(f"Correct: {second} overtakes {first} from {float(answer):,.0f} bytes")
 
@@ -113,21 +121,22 @@ def pat_messages(
     return int(messages.max()), largest
 
 
+@exercise
 def check_pat_messages(
     answer: Sequence[int] | None, world_size: int, block_bytes: int, slot_bytes: int = DEFAULT_SEGMENT_BYTES
 ) -> None:
     """Chapter 3: ``answer = (messages per rank, bytes of the largest message)`` of PAT's all-gather."""
     what = f"PAT all-gather, {world_size} ranks, {block_bytes} B blocks, {slot_bytes} B slots"
-    assert answer is not None, f"replace None with your answer (messages, bytes): {what}"
+    need(answer, f"(messages, bytes): {what}")
     assert len(answer) == 2, f"{what}: give a pair (messages, bytes of the largest), got {answer!r}"
     messages, largest = answer
     want_messages, want_largest = pat_messages(world_size, block_bytes, slot_bytes)
     assert largest == want_largest, (
-        f"{what}: the largest message is {want_largest} bytes, not {largest}; a message holds the largest "
+        f"{what}: a largest message of {largest} bytes is {_side(largest, want_largest)}; a message holds the largest "
         "power of two of blocks that fits a slot (at least one, and no more than the distance-1 step sends)"
     )
     assert messages == want_messages, (
-        f"{what}: each rank sends {want_messages} messages, not {messages}; count each distance's blocks "
+        f"{what}: {messages} messages per rank is {_side(messages, want_messages)}; count each distance's blocks "
         "(offsets 0, 2^(d+1), ... below p - 2^d) and divide by the blocks per message, rounding up"
     )
     passed(f"Correct: PAT on {world_size} ranks: {messages} messages, the largest {largest:,} B")
@@ -159,6 +168,7 @@ def choice_line(answer: object, collective: str, p: int, nbytes: int, machine: M
     return expect(seconds, least, f"{name}{tie}, time (s)", rel=0.02)
 
 
+@exercise
 def check_all_reduce_design(small: Sequence | None, large: Sequence | None) -> None:
     """Chapter 3's first design problem: the all-reduce for 8 KiB and for 1 GiB on
     24 ranks of ``DESIGN_MACHINE``, each as ``(algorithm, seconds)``."""
@@ -168,6 +178,7 @@ def check_all_reduce_design(small: Sequence | None, large: Sequence | None) -> N
     )
 
 
+@exercise
 def check_broadcast_design(
     algorithm: str | None, segments: int | None, seconds: float | None, world_size: int = 32
 ) -> None:
@@ -212,6 +223,7 @@ def network_bytes(collective: str, algorithm: str, world_size: int, local_size: 
     return int(traffic(s, local_size=local_size)[0].max())
 
 
+@exercise
 def check_network_bytes(
     answer: float | None, collective: str, algorithm: str, world_size: int, local_size: int, nbytes: int
 ) -> None:
@@ -220,13 +232,13 @@ def check_network_bytes(
         f"{canonical(collective)}/{algorithm}, {world_size // local_size} nodes of {local_size}, "
         f"size {nbytes}: bytes across nodes"
     )
-    assert answer is not None, f"replace None with your answer: {what}"
+    need(answer, what)
     want = network_bytes(collective, algorithm, world_size, local_size, nbytes)
     assert math.isclose(float(answer), want, rel_tol=1e-9), (
-        f"{what}: {want} bytes ({want / nbytes:.4f} of the size), not {float(answer):.0f}; "
+        f"{what}: {float(answer):.0f} bytes is {off(float(answer), want)}; "
         "count only the transfers whose two ranks are on different nodes"
     )
-    print(f"Correct: {what} = {want}")
+    print(f"Correct: {what}")
 
 
 __all__ = [

@@ -12,7 +12,8 @@ Inputs are chosen so that a wrong value says where it came from: in a copy
 collective element ``i`` of rank ``r``'s input is ``r * B + i`` (so a wrong
 element "holds rank 2's element 3"); in a reduction it is
 ``(p + 1) ** r + i * M``, whose digits in base ``p + 1`` count how often each
-rank was added in (so a wrong sum "misses rank 2"). Chapters 2 to 4 use it.
+rank was added in (so a wrong sum "misses rank 2"). Chapters 2, 3 and 3b use it, and
+chapter 4 through ``check_hierarchical_all_reduce``.
 The inputs, expected results and the decoding of wrong values live in
 ``expected.py`` beside this module; this one runs the reader's function.
 """
@@ -27,6 +28,7 @@ import torch
 from ..collectives import COLLECTIVES, record
 from ..errors import CollectiveTimeout, DeadlockError
 from ..transport import LocalWorld
+from .answers import exercise, need
 from .expected import Case, Code, compare, inputs
 
 
@@ -39,7 +41,9 @@ def _run_case(fn: Callable, case: Case, timeout: float, allow_collectives: bool,
     p = case.p
     world = LocalWorld(p, timeout=timeout, eager_bytes=0)
     if case.collective == "barrier":
-        return _run_barrier(fn, case, world, timeout)
+        _run_barrier(fn, case, world, timeout)
+        _check_trace(case, world, allow_collectives, sends_per_rank)  # the rules hold for barriers too
+        return
     code = Code(case, p * case.count)
     per_rank = inputs(case, code)
     before = [[a.clone() if isinstance(a, torch.Tensor) else a for a in args] for args, _ in per_rank]
@@ -130,6 +134,7 @@ def _run_barrier(fn: Callable, case: Case, world: LocalWorld, timeout: float) ->
         )
 
 
+@exercise
 def check_collective(
     fn: Callable,
     collective: str,
@@ -159,6 +164,7 @@ def check_collective(
     """
     if collective not in COLLECTIVES:
         raise ValueError(f"collective must be one of {COLLECTIVES}, got {collective!r}")
+    need(fn, "your function")
     n_cases = 0
     counts = (0,) if collective == "barrier" else counts
     dtypes = (torch.float32,) if collective == "barrier" else dtypes

@@ -22,9 +22,10 @@ from ..collectives import record
 from ..cost import Machine, crossover_size
 from ..verify import VerificationError, verify
 from .algorithms import choice_line
-from .answers import expect, near, need, number, passed
+from .answers import exercise, expect, near, need, number, passed
 
 
+@exercise
 def check_builder(
     fn: Callable | None, collective: str = "all_gather", max_rounds: int | None = 1, name: str = "yours"
 ) -> None:
@@ -68,6 +69,7 @@ def calibration_times() -> tuple[float, float]:
     return round(t[0], 7), round(t[1], 5)
 
 
+@exercise
 def check_calibration_design(
     alpha: float | None, beta: float | None, crossover: float | None, choice: str | None
 ) -> None:
@@ -112,6 +114,7 @@ A2A_MACHINE = Machine(alpha=10e-6, beta=1 / 25e9, gamma=0.0)
 A2A_MENU = ("linear", "pairwise", "bruck")
 
 
+@exercise
 def check_all_to_all_design(small: Sequence | None, large: Sequence | None) -> None:
     """Chapter 3b's second design problem: the all-to-all on 64 ranks of
     ``A2A_MACHINE`` for 64 KiB and for 64 MiB per rank, each ``(algorithm, seconds)``."""

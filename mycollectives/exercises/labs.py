@@ -13,11 +13,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 
-from .answers import close, need
+from .answers import close, exercise, need, off
 
 # --- lab 2: one message's time from the fitted alpha and beta ----------------------------
 
 
+@exercise
 def check_one_way_time(
     answer: float | None, res: Mapping, pair: tuple[int, int] = (0, 1), nbytes: int = 4 << 20
 ) -> None:
@@ -45,6 +46,7 @@ def _fastest(results: Sequence, size: int, key: Callable) -> str:
     return min(ours, key=key).algorithm
 
 
+@exercise
 def check_closest_to_native(
     at_largest: str | None,
     at_smallest: str | None,
@@ -93,13 +95,14 @@ def check_closest_to_native(
 # --- lab 4: buckets -----------------------------------------------------------------------
 
 
+@exercise
 def check_bucket_time(fn: Callable | None) -> None:
     """Lab 4: ``fn(k, n, p, alpha, beta)``, the ring all-reduce time of ``k`` equal buckets of ``n`` bytes in all."""
     need(fn, "n_buckets_time")
     cases = [(4, 1e6, 8, 1e-5, 1e-9), (1, 25e6, 4, 5e-6, 2e-10), (16, 1e8, 16, 2e-5, 1e-10)]
     for k, n, p, a, b in cases:
         got = fn(k, n, p, a, b)
-        need(got, "what n_buckets_time returns")
+        assert got is not None, "n_buckets_time returned None: return the time in seconds"
         want = k * (2 * (p - 1) * a + 2 * (p - 1) / p * (n / k) * b)
         if math.isclose(got, 2 * (p - 1) * a + 2 * (p - 1) / p * n * b, rel_tol=1e-9) and k > 1:
             raise AssertionError(
@@ -108,7 +111,7 @@ def check_bucket_time(fn: Callable | None) -> None:
         if math.isclose(got, k * (2 * (p - 1) * a + 2 * (p - 1) / p * n * b), rel_tol=1e-9) and k > 1:
             raise AssertionError(f"k={k}: each bucket holds n / k bytes, not n")
         assert math.isclose(got, want, rel_tol=1e-9), (
-            f"k={k}, n={n:g}, p={p}: got {got:.4g} s, off by {100 * (got / want - 1):+.1f}%"
+            f"k={k}, n={n:g}, p={p}: got {got:.4g} s, {off(got, want)}"
         )
     print("Correct: the latency term grows with k, the bandwidth term does not")
 
@@ -116,6 +119,7 @@ def check_bucket_time(fn: Callable | None) -> None:
 # --- lab 5: how far ZeRO-3 must shard -----------------------------------------------------
 
 
+@exercise
 def check_zero3_gpus(
     g: int | None, params: float = 7e9, bytes_per_param: int = 16, memory: float = 80e9
 ) -> None:
@@ -138,6 +142,7 @@ def check_zero3_gpus(
 # --- lab 6: the pipeline bubble -----------------------------------------------------------
 
 
+@exercise
 def check_bubble_microbatches(m: int | None, stages: int = 8, target: float = 0.1) -> None:
     """Lab 6: the fewest micro-batches for which the bubble ``(p-1)/(m+p-1)`` drops below ``target``."""
     need(m, "m_min")
@@ -160,6 +165,7 @@ def check_bubble_microbatches(m: int | None, stages: int = 8, target: float = 0.
 # --- lab 7: rows each rank receives -------------------------------------------------------
 
 
+@exercise
 def check_expected_rows(fn: Callable | None, runs: Mapping) -> None:
     """Lab 7: ``fn(T, k, p)``, the rows a rank receives on average, against the lab's routed runs ``runs``."""
     need(fn, "expected_rows")
@@ -167,7 +173,7 @@ def check_expected_rows(fn: Callable | None, runs: Mapping) -> None:
         r = res["results"][0]
         tokens, k = res["tokens"], r["k"]
         got = fn(tokens, k, p)
-        need(got, "what expected_rows returns")
+        assert got is not None, "expected_rows returned None: return the number of rows"
         sent = p * tokens * k  # every rank sends each of its T tokens to k experts
         assert sum(r["loads"]) == sent, "the rows received must add up to the rows sent"
         if math.isclose(got, tokens * k / p, rel_tol=1e-9):
@@ -177,7 +183,7 @@ def check_expected_rows(fn: Callable | None, runs: Mapping) -> None:
         if math.isclose(got, tokens, rel_tol=1e-9) and k > 1:
             raise AssertionError(f"p={p}, k={k}: each token goes to k experts, so it is k rows")
         assert math.isclose(got, sent / p, rel_tol=1e-9), (
-            f"p={p}: got {got:g} rows; the {p} ranks send {sent} rows in all, spread evenly"
+            f"p={p}: got {got:g} rows, {off(got, sent / p)}; count the rows all ranks send, spread evenly"
         )
     print("Correct: every rank sends T k rows and, on average, receives as many")
 
@@ -185,12 +191,13 @@ def check_expected_rows(fn: Callable | None, runs: Mapping) -> None:
 # --- lab 8: what the hierarchy saves on the network ---------------------------------------
 
 
+@exercise
 def check_hierarchy_speedup(fn: Callable | None) -> None:
     """Lab 8: ``fn(N, g)``, the flat ring's bandwidth term over the hierarchical all-reduce's network term."""
     need(fn, "speedup")
     for N, g in ((2, 8), (4, 8), (16, 4)):
         got = fn(N, g)
-        need(got, "what speedup returns")
+        assert got is not None, "speedup returned None: return the ratio"
         p = N * g
         want = ((p - 1) / p) / ((N - 1) / N / g)
         if math.isclose(got, 1 / want, rel_tol=1e-9):
@@ -199,9 +206,7 @@ def check_hierarchy_speedup(fn: Callable | None) -> None:
             raise AssertionError(
                 f"N={N}, g={g}: each GPU sends only its 1/g of the vector across the network"
             )
-        assert math.isclose(got, want, rel_tol=1e-9), (
-            f"N={N}, g={g}: got {got:.4g}, off by {100 * (got / want - 1):+.1f}%"
-        )
+        assert math.isclose(got, want, rel_tol=1e-9), f"N={N}, g={g}: got {got:.4g}, {off(got, want)}"
     print(f"Correct: about g for many nodes ({fn(64, 8):.2f} for 64 nodes of 8)")
 
 

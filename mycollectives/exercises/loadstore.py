@@ -14,7 +14,7 @@ import math
 from ..algorithms import schedule_for
 from ..cost import Machine, counted_cost, traffic
 from ..loadstore import reads
-from .answers import correct, need
+from .answers import correct, exercise, need, off
 
 MIB = 1 << 20
 
@@ -31,6 +31,7 @@ def copied_bytes(collective: str, algorithm: str, p: int, nbytes: int) -> tuple[
     return float((sent + received).max()), float(received.max())
 
 
+@exercise
 def check_copies(messages: float | None, loads: float | None, p: int = 4, nbytes: int = 64 * MIB) -> None:
     """MiB one rank copies in a ring all-gather: message passing against loads."""
     want_msg, want_loads = (b / MIB for b in copied_bytes("all_gather", "ring", p, nbytes))
@@ -45,7 +46,7 @@ def check_copies(messages: float | None, loads: float | None, p: int = 4, nbytes
         raise AssertionError(f"a rank already holds its own 1/{p} of the output: it loads only the rest")
     for got, want, what in ((messages, want_msg, "with messages"), (loads, want_loads, "with loads")):
         assert math.isclose(float(got), want, rel_tol=0.02), (
-            f"MiB copied per rank {what}: got {float(got):.4g}, off by {100 * (float(got) / want - 1):+.1f}%"
+            f"MiB copied per rank {what}: got {float(got):.4g}, {off(float(got), want)}"
         )
     print(f"Correct: {float(messages):.4g} MiB with messages, {float(loads):.4g} MiB with loads")
 
@@ -67,6 +68,7 @@ def barriers(collective: str, algorithm: str, p: int, nbytes: int = 1 << 16, che
     return count
 
 
+@exercise
 def check_barriers(answers: dict | None, p: int = 4) -> None:
     """Barriers per all-reduce call with the argument check on: ring, direct (two-shot), one_shot."""
     need(answers, "a dict {algorithm: barriers}")
@@ -115,15 +117,25 @@ def crossover(p: int, machine: Machine, lo: int = 64, hi: int = 1 << 30) -> floa
     return math.exp(b)
 
 
+@exercise
 def check_crossover(answer: float | None, p: int = 2, alpha: float = 10e-6, beta: float = 1.5e-10,
-                    gamma: float = 1.5e-10) -> None:  # fmt: skip
-    """The size where two-shot overtakes one-shot, on a machine of the given constants."""
+                    gamma: float = 0.5e-10) -> None:  # fmt: skip
+    """The size where two-shot overtakes one-shot on 2 ranks, on a machine of the given
+    constants (``beta != gamma``, so that each typical mistake gives its own number and hint)."""
+    if p != 2 or math.isclose(beta, gamma):
+        raise ValueError(f"p={p}, beta={beta}, gamma={gamma}: the exercise is on 2 ranks, with beta != gamma")
     want = crossover(p, Machine(alpha=alpha, beta=beta, gamma=gamma, loads=True))
     need(answer, "crossover size in bytes")
-    if math.isclose(float(answer), alpha / gamma, rel_tol=0.05):
+    got = float(answer)
+    if math.isclose(got, alpha / gamma, rel_tol=0.05):
         raise AssertionError(
-            "two-shot's reduce-scatter reduces only 1/p of the vector per peer: compare what each "
-            "adds up, not just the rounds"
+            "two-shot adds too: the peer's half of its own share, n/2 adds, so it saves n/2 of "
+            "one-shot's adds, not all n"
+        )
+    if math.isclose(got, 2 * alpha / (beta + gamma), rel_tol=0.05):
+        raise AssertionError(
+            "two-shot reads twice: the peer's half of its own share, then the peer's reduced half; "
+            "its loads cost as much as one-shot's, only its adds are halved"
         )
     correct(float(answer) / 1024, want / 1024, f"crossover on {p} ranks", " KiB", rel=0.05)
 
@@ -136,16 +148,19 @@ def nvlink_choice(p: int, nbytes: int, link: float, sync: float) -> dict[str, fl
     switch, each GPU's link ``link`` bytes/s per direction and a barrier
     ``sync`` seconds; adds are free (they run at memory speed, far above the
     link). One-shot reads (p-1)n in one round; two-shot reads 2(p-1)/p n in
-    two; in-switch reduction (multimem) loads its reduced 1/p and stores it to
-    all, 2n/p through the link, in two barriers."""
+    two; in-switch reduction (multimem), in two barriers, moves n(1 + 1/p)
+    each way through a GPU's link: the switch reads the GPU's whole vector and
+    multicasts every sum into it (n), and the GPU's reduced load and store of
+    its own 1/p add n/p (chapter 4, and chapter 6's ``check_nvls_link_rate``)."""
     n = float(nbytes)
     return {
         "one_shot": sync + (p - 1) * n / link,
         "two_shot": 2 * sync + 2 * (p - 1) / p * n / link,
-        "multimem": 2 * sync + 2 * n / p / link,
+        "multimem": 2 * sync + (1 + 1 / p) * n / link,
     }
 
 
+@exercise
 def check_nvlink_choice(
     times: dict | None, p: int = 8, link: float = 450e9, sync: float = 3e-6, small: int = 256 << 10,
     large: int = 64 * MIB,
@@ -160,13 +175,12 @@ def check_nvlink_choice(
             if got is None:
                 wrong.append(f"({name!r}, {size}) missing")
             elif not math.isclose(float(got), sec, rel_tol=0.03):
-                wrong.append(
-                    f"{name} at {size} B: got {float(got) * 1e6:.2f} us, expected {sec * 1e6:.2f} us"
-                )
+                wrong.append(f"{name} at {size} B: got {float(got) * 1e6:.2f} us, {off(float(got), sec)}")
     assert not wrong, "; ".join(wrong)
     print(f"Correct: all {len(times)} times within 3 %")
 
 
+@exercise
 def check_heap_picks(small: str | None, large: str | None, p: int = 4) -> None:
     """Chapter 4b design: the all-reduce for 16 KiB and 16 MiB heap tensors on ``p`` ranks."""
     from ..auto import LOADSTORE, choose
@@ -180,8 +194,7 @@ def check_heap_picks(small: str | None, large: str | None, p: int = 4) -> None:
         if got != want:
             side = "below" if size < x else "above"
             wrong.append(
-                f"{size >> 10} KiB is {side} the crossover ({x / 1024:.1f} KiB): the cost model picks {want!r}, "
-                f"not {got!r}"
+                f"{size >> 10} KiB is {side} the crossover: compare one-shot's and two-shot's costs there"
             )
     assert not wrong, "; ".join(wrong)
     print(f"Correct: {small} for 16 KiB, {large} for 16 MiB (crossover {x / 1024:.1f} KiB)")

@@ -14,9 +14,10 @@ import math
 
 from ..memory.ledger import EncoderConfig, activation_bytes
 from ..memory.vendor import A100, H100, GPUSpec
-from .answers import expect, near, need, number, passed
+from .answers import exercise, expect, near, need, number, passed
 
 
+@exercise
 def check_gpus_for_state(answer: int | None, params: float = 70e9, hbm_bytes: float = H100.hbm_bytes) -> None:
     """Intro: fewest GPUs of ``hbm_bytes`` that hold 16 bytes per parameter (no activations)."""
     need(answer, "number of GPUs")
@@ -37,6 +38,7 @@ def warps_resident(registers_per_thread: int, block_threads: int = 32, spec: GPU
     return min(64, blocks * block_threads // 32)
 
 
+@exercise
 def check_occupancy(answer: float | None, registers_per_thread: int = 80, block_threads: int = 256) -> None:
     """Chapter 1: A100 occupancy (a fraction of 64 warp slots) of a kernel of
     ``block_threads``-thread blocks at ``registers_per_thread``, counting registers only."""
@@ -102,6 +104,7 @@ def _intensity_line(answer: object, batch: int, d: int) -> str:
     return expect(got, want, what, rel=5e-4, hint="FLOPs 2 b d^2 over the bytes of weight, input and output")
 
 
+@exercise
 def check_roofline(ridge: float | None, intensity: float | None, batch: int = 48, d: int = 5120) -> None:
     """Chapter 1: the H100's TF32 ridge point, and the intensity of a bf16 ``(batch, d) @ (d, d)`` GEMM."""
     lines = [
@@ -116,6 +119,7 @@ def check_roofline(ridge: float | None, intensity: float | None, batch: int = 48
     passed(*lines)
 
 
+@exercise
 def check_activation_bytes(answer: float | None, cfg: EncoderConfig) -> None:
     """Chapter 1: activation bytes of ``cfg`` in fp32 without checkpointing."""
     passed(expect(answer, activation_bytes(cfg, 4), "activation bytes", rel=0.01))
@@ -130,6 +134,7 @@ def fewest_shards(params: float, activations: float, hbm_bytes: float, bytes_per
     return math.ceil(params * bytes_per_param / room)
 
 
+@exercise
 def check_shard_design(answer: int | None, params: float = 20e9, activations: float = 16e9) -> None:
     """Chapter 1's design problem: fewest 80 GB GPUs for a sharded 16-byte-per-parameter state
     plus ``activations`` bytes per GPU."""
@@ -165,6 +170,7 @@ def kv_sequences(hbm_bytes: float, weights: float, layers: int, d: int, context:
     return int((hbm_bytes - weights) // per_sequence)
 
 
+@exercise
 def check_decode_design(batch: int | None, sequences: int | None) -> None:
     """Chapter 1's second design problem: an 8-billion-parameter model (32 layers,
     ``d = 4096``, bf16 weights, 4096-token contexts) decoding on one A100 80 GB."""
@@ -198,6 +204,7 @@ def check_decode_design(batch: int | None, sequences: int | None) -> None:
     )
 
 
+@exercise
 def check_largest_model(answer: float | None, hbm_bytes: float = 80e9) -> None:
     """Lab 1: parameters whose mixed-precision training state fills ``hbm_bytes``."""
     passed(expect(answer, hbm_bytes / 16, "parameters that fit", rel=0.02))

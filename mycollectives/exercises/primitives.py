@@ -19,7 +19,7 @@ import torch
 
 from ..bench.factors import bandwidths, busbw_factor
 from ..nccl.constants import BASE_LATENCY, HW_LATENCY
-from .answers import expect, near, need, number, passed
+from .answers import exercise, expect, near, need, number, passed
 
 
 @dataclass(frozen=True)
@@ -119,21 +119,25 @@ def _bound(answer: object, link: str, nbytes: int) -> str:
     return f"Correct: {nbytes} bytes on {lk.name} is {want}-bound"
 
 
+@exercise
 def check_message_time(answer: float | None, link: str, nbytes: int) -> None:
     """Chapter 2: seconds for one message of ``nbytes`` on ``LINKS[link]``."""
     passed(_message_time(answer, link, nbytes))
 
 
+@exercise
 def check_half_bandwidth(answer: float | None, link: str) -> None:
     """Chapter 2: ``n_1/2 = alpha / beta`` of ``LINKS[link]``, in bytes."""
     passed(_half_bandwidth(answer, link))
 
 
+@exercise
 def check_bound(answer: str | None, link: str, nbytes: int) -> None:
     """Chapter 2: ``"latency"`` or ``"bandwidth"``: which term is larger for ``nbytes``."""
     passed(_bound(answer, link, nbytes))
 
 
+@exercise
 def check_alpha_beta(
     t_nvlink: float | None, t_ib: float | None, n_half_ib: float | None, bound_64k: str | None
 ) -> None:
@@ -149,6 +153,7 @@ def check_alpha_beta(
     )
 
 
+@exercise
 def check_ring_latency(answer: float | None, link: str, world_size: int) -> None:
     """Chapter 2: NCCL's latency term of a ring all-reduce of ``world_size`` ranks on ``LINKS[link]``."""
     lk, steps = _link(link), 2 * (world_size - 1)
@@ -166,8 +171,16 @@ def check_ring_latency(answer: float | None, link: str, world_size: int) -> None
     passed(expect(got, lk.collective_time(steps, 0), what, rel=0.02))
 
 
+@exercise
 def check_busbw(answer: float | None, collective: str, nbytes: int, seconds: float, world_size: int) -> None:
-    """Chapter 2: nccl-tests' busbw in GB/s of one measured call."""
+    """Chapter 2: nccl-tests' busbw in GB/s of one measured call. The world size must be one at
+    which busbw differs from algbw (an all-reduce on two ranks has factor 1: skipping the factor would pass)."""
+    need(answer, f"busbw of {collective} on {world_size} ranks (GB/s)")
+    if busbw_factor(collective, world_size) == 1:
+        raise ValueError(
+            f"world_size={world_size}: busbw equals algbw for {collective} there, so the exercise could not "
+            "tell them apart; ask at a world size whose factor is not 1"
+        )
     passed(_busbw(answer, collective, nbytes, seconds, world_size))
 
 
@@ -195,6 +208,7 @@ def _all_gather_traffic(received: object, total: object, world_size: int, block_
     ]
 
 
+@exercise
 def check_all_gather_traffic(
     received: float | None, total: float | None, world_size: int, block_bytes: int
 ) -> None:
@@ -202,6 +216,7 @@ def check_all_gather_traffic(
     passed(*_all_gather_traffic(received, total, world_size, block_bytes))
 
 
+@exercise
 def check_traffic_and_busbw(received: float | None, total: float | None, busbw: float | None) -> None:
     """Chapter 2's traffic exercise, both parts checked before either is reported: an
     all-gather of 2 MiB blocks on 16 ranks, and the busbw of a 64 MiB one that took 1.2 ms."""
@@ -242,6 +257,7 @@ def _ring_shift_case(fn: Callable, p: int, count: int, dtype: torch.dtype, timeo
             )
 
 
+@exercise
 def check_ring_shift(fn: Callable | None, timeout: float = 5.0) -> None:
     """Chapter 2: ``fn(send, recv)`` sends ``send`` to the right, receives from the left.
 

@@ -25,7 +25,7 @@ import torch
 from ..sim import simulate
 from ..topology import NET, NVLINK, cluster
 from .algorithms import network_bytes
-from .answers import close, need
+from .answers import close, exercise, need, off
 
 GIB = 1 << 30
 
@@ -56,6 +56,7 @@ def _leaders_only(fn: Callable, world_size: int, local_size: int, count: int = 1
         )
 
 
+@exercise
 def check_hierarchical_all_reduce(
     fn: Callable[[torch.Tensor, int], None],
     local_size: int = 4,
@@ -172,6 +173,7 @@ def _hier_hint(got: float, nbytes: int, topo, local: int) -> str:
     )
 
 
+@exercise
 def check_ring_vs_hierarchical(
     t_ring: float | None, t_hier: float | None, nbytes: int = GIB, nodes: int = 2
 ) -> None:
@@ -184,14 +186,9 @@ def check_ring_vs_hierarchical(
     if math.isclose(t_ring, want_hier, rel_tol=0.02) and math.isclose(t_hier, want_ring, rel_tol=0.02):
         raise AssertionError("t_ring and t_hier are swapped")
     if not math.isclose(t_ring, want_ring, rel_tol=0.02):
-        raise AssertionError(
-            f"t_ring is off by {100 * (t_ring / want_ring - 1):+.1f}%; "
-            + _ring_rate_hint(t_ring, nbytes, topo)
-        )
+        raise AssertionError(f"t_ring is {off(t_ring, want_ring)}; " + _ring_rate_hint(t_ring, nbytes, topo))
     if not math.isclose(t_hier, want_hier, rel_tol=0.02):
-        raise AssertionError(
-            f"t_hier is off by {100 * (t_hier / want_hier - 1):+.1f}%; " + _hier_hint(t_hier, nbytes, topo, 8)
-        )
+        raise AssertionError(f"t_hier is {off(t_hier, want_hier)}; " + _hier_hint(t_hier, nbytes, topo, 8))
     print(
         f"Correct: ring {1e3 * want_ring:.2f} ms, hierarchical {1e3 * want_hier:.2f} ms "
         f"({want_ring / want_hier:.1f}x faster)"
@@ -209,6 +206,7 @@ def hierarchical_by_nics(nics: int, nbytes: int = GIB, nodes: int = 4) -> float:
     return simulate("all_reduce", "hierarchical", nbytes, topo, protocol="ideal").time_s
 
 
+@exercise
 def check_nic_design(
     t_by_nics: Mapping[int, float] | None,
     nics_needed: int | None,
@@ -263,6 +261,7 @@ def check_nic_design(
 # --- exercise: two-level reduce-scatter, bytes across nodes -----------------------------
 
 
+@exercise
 def check_two_level_bytes(
     two_level_bytes: float | None, ring_bytes: float | None, nodes: int = 4, local: int = 8, nbytes: int = GIB
 ) -> None:
@@ -278,13 +277,12 @@ def check_two_level_bytes(
         raise AssertionError("two_level_bytes is an all-reduce's: a reduce-scatter is its first half only")
     if not math.isclose(two, want_two, rel_tol=1e-6):
         raise AssertionError(
-            f"two_level_bytes is {two / block:.3g} blocks of {block:.0f} bytes, off by "
-            f"{100 * (two / want_two - 1):+.1f}%: inside the node nothing leaves it; along the rail, a "
+            f"two_level_bytes is {two / block:.3g} blocks of {block:.0f} bytes, {off(two, want_two)}: inside the node nothing leaves it; along the rail, a "
             "ring over the nodes sends one block per step"
         )
     if not math.isclose(ring, want_ring, rel_tol=1e-6):
         raise AssertionError(
-            f"ring_bytes is {ring / block:.3g} blocks, off by {100 * (ring / want_ring - 1):+.1f}%: in a flat "
+            f"ring_bytes is {ring / block:.3g} blocks, {off(ring, want_ring)}: in a flat "
             "ring the GPU at a node's boundary sends everything it sends to the next node"
         )
     print(

@@ -10,7 +10,7 @@ second all-gather of FSDP forgotten, NCCL's base latency charged per step.
 from __future__ import annotations
 
 from ..collectives import COLLECTIVE
-from .answers import expect, near, need, number, passed
+from .answers import exercise, expect, near, need, number, passed
 from .primitives import LINKS
 
 
@@ -42,6 +42,7 @@ def _dp_bytes(answer: object, want: float, name: str, params: float, p: int) -> 
     return expect(got, want, what, rel=1e-3, hint="each collective moves (p-1)/p of its size per rank")
 
 
+@exercise
 def check_dp_design(
     choice: str | None,
     ddp_bytes: float | None,
@@ -85,6 +86,7 @@ def tp_decode_times(
     return one, 2 * layers * one, "latency" if latency > one - latency else "bandwidth"
 
 
+@exercise
 def check_tp_decode(t_allreduce: float | None, t_token: float | None, bound: str | None) -> None:
     """Chapter 2's second design problem: tensor-parallel decoding on 8 GPUs of an
     NVLink 4 node, 80 layers of width 8192, 8 tokens per step, a ring all-reduce
