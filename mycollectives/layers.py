@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("errors", "ops", "schedule", "nccl", "topology", "flight")),
+    ("base", ("errors", "ops", "schedule", "nccl", "topology", "flight", "timing")),
     ("transport", ("transport", "symmetric")),
     ("collectives", ("collectives",)),
     ("algorithms", ("algorithms",)),

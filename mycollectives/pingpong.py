@@ -10,14 +10,13 @@ rank 0's fit is broadcast so that every rank returns the same
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import torch
 
 from .api.broadcast import broadcast
 from .api.p2p import recv, send
 from .cost import Calibration, Machine, fit_alpha_beta
+from .timing import now
 from .transport import resolve_group
 
 
@@ -25,14 +24,14 @@ def _pingpong(rank: int, group, nbytes: int, reps: int, device) -> float:
     buf = torch.zeros(max(nbytes // 4, 1), dtype=torch.float32, device=device)
     best = float("inf")
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0 = now()
         if rank == 0:
             send(buf, 1, group=group)
             recv(buf, 1, group=group)
         elif rank == 1:
             recv(buf, 0, group=group)
             send(buf, 0, group=group)
-        best = min(best, time.perf_counter() - t0)
+        best = min(best, now() - t0)
     return best / 2
 
 
@@ -42,11 +41,11 @@ def measure_gamma(nbytes: int = 1 << 22, reps: int = 5, device=None) -> float:
     b = torch.ones_like(a)
     best = float("inf")
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0 = now()
         a.add_(b)
         if a.is_cuda:
             torch.cuda.synchronize()
-        best = min(best, time.perf_counter() - t0)
+        best = min(best, now() - t0)
     return best / nbytes
 
 

@@ -16,7 +16,6 @@ messages of one call, for a space-time diagram in measured time.
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -24,6 +23,7 @@ import torch
 
 from .. import api
 from ..collectives import record
+from ..timing import now
 from ..transport import LocalWorld
 from .factors import bandwidths
 from .runner import Result
@@ -34,7 +34,11 @@ def _numel(pieces) -> int:
 
 
 def time_local(
-    world_size: int, menu: Mapping[str, Sequence[str]], sizes: Sequence[int], reps: int = 15
+    world_size: int,
+    menu: Mapping[str, Sequence[str]],
+    sizes: Sequence[int],
+    reps: int = 15,
+    run: Callable[[Callable], list] | None = None,
 ) -> list[Result]:
     """One :class:`~.runner.Result` per ``(collective, algorithm, size)``: ``times_us``
     holds every repetition's time on the slowest rank, ``time_us`` their median.
@@ -42,6 +46,10 @@ def time_local(
     ``menu`` maps a collective to the algorithms to time, ``sizes`` are
     nccl-tests' sizes in bytes (float32). The argument check is off
     (``check=False``): it would add its own messages to every call.
+    ``run(fn)`` runs ``fn(rank)`` on ``world_size`` ranks and returns their
+    results (default: a fresh local world); with a virtual run
+    (``lambda fn: virtual.run(fn, "dgx_h100").results``) the times are the
+    modelled cluster's, read from :func:`mycollectives.timing.now`.
     """
 
     def measure(rank: int) -> dict:
@@ -56,12 +64,12 @@ def time_local(
                 for _ in range(reps):
                     for a in algorithms:
                         api.barrier(check=False)
-                        t0 = time.perf_counter()
+                        t0 = now()
                         c.call(api, inp, out, op, 0, None, rank, spec=spec, algorithm=a, check=False)
-                        times.setdefault((name, a, size), []).append(time.perf_counter() - t0)
+                        times.setdefault((name, a, size), []).append(now() - t0)
         return times
 
-    per_rank = LocalWorld(world_size, trace=False).run(measure)
+    per_rank = (run or LocalWorld(world_size, trace=False).run)(measure)
     out = []
     for (name, a, size), _ in per_rank[0].items():
         c = record(name)

@@ -8,8 +8,9 @@ Once the busiest rows are known a call's time is linear in the parameters,
 so :func:`fit` solves least squares on the measured times, then counts again
 with the new parameters until the busiest rows stop changing.
 
-Two models: :class:`Textbook`, chapter 3's (full-duplex links, a core per
-rank: GPUs under NCCL), and :class:`~.cpu.CpuModel`, for CPU processes that
+Three models: :class:`Textbook`, chapter 3's (full-duplex links, a core per
+rank), :class:`Launched`, the same with a latency paid once per call (GPUs
+under NCCL), and :class:`~.cpu.CpuModel`, for CPU processes that
 share a machine.
 """
 
@@ -41,6 +42,28 @@ class Textbook:
     def start(self, machine: Machine) -> np.ndarray:
         """Parameters to start a fit from, given a ping-pong calibration."""
         return np.array([machine.alpha, machine.beta, machine.gamma])
+
+
+@dataclass(frozen=True)
+class Launched(Textbook):
+    """A ``latency`` paid once per call, NCCL's base latency (launching the
+    kernel, setting up the channels), then ``alpha`` per round in which a rank
+    sends (its messages leave together, on their own links: one step
+    latency), ``beta`` and ``gamma`` as in the textbook model (chapter 2).
+    This is how NCCL's tuner prices an algorithm, and what the virtual
+    cluster charges."""
+
+    names: tuple[str, ...] = ("latency", "alpha", "beta", "gamma")
+
+    def rows(self, schedule: Schedule, itemsize: int) -> Iterator[np.ndarray]:
+        yield np.array([[1.0, 0.0, 0.0, 0.0]])
+        for rnd in schedule.rounds:  # a rank posts a round's messages at once: one step latency
+            load = round_load(rnd, schedule.world_size, itemsize)
+            busy = (load.messages > 0).astype(float)
+            yield np.stack([np.zeros_like(busy), busy, load.nbytes, load.reduced], axis=1)
+
+    def start(self, machine: Machine) -> np.ndarray:
+        return np.array([machine.alpha / 2, machine.alpha / 2, machine.beta, machine.gamma])
 
 
 def counts(model, schedule: Schedule, params, itemsize: int = 4) -> np.ndarray:

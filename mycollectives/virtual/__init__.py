@@ -48,6 +48,7 @@ from __future__ import annotations
 import math
 import numbers
 
+from .. import timing as _timing
 from . import maestro as _m
 from .compute import GPU_ROOFLINES, KERNEL_FLOOR, paused, roofline_of
 from .runner import Run, degraded, run, topology_of
@@ -102,3 +103,12 @@ def compute(seconds: float | None = None, *, flops: float | None = None, bytes: 
     before = actor.clock
     charge.charge(t)
     return actor.clock - before
+
+
+def _rank_clock() -> float | None:
+    """This thread's virtual clock, if it is a rank of a virtual run (for :mod:`mycollectives.timing`)."""
+    actor = _m.current_or_none()
+    return None if actor is None else actor.clock
+
+
+_timing.add_clock(_rank_clock)
