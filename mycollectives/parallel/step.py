@@ -211,16 +211,21 @@ def step_time(
     compute = compute_seconds(model, layout, compute_rate or gpu.peak_flops["bf16"])
     pool = compute_pools(model, layout, compute)
     rows = []
-    for c in comms(model, layout):
-        k, N = placement(layout.members(c.axes), links.gpus_per_node)
-        g = len(layout.members(c.axes))
-        where = f"{g} ranks, {k} per node" if N > 1 else f"{g} ranks on 1 node"
-        price = cost(c, layout, links)
-        t = (simulate_comm(c, layout, topology, protocol) if method == "sim" else price.time) * c.calls
-        hidden = min(t * fractions.fraction(c.hides_behind), pool.get(c.hides_behind, 0.0))
+    for comm in comms(model, layout):
+        members = layout.members(comm.axes)
+        per_node, nodes = placement(members, links.gpus_per_node)
+        where = (
+            f"{len(members)} ranks, {per_node} per node" if nodes > 1 else f"{len(members)} ranks on 1 node"
+        )
+        price = cost(comm, layout, links)
+        one_call = simulate_comm(comm, layout, topology, protocol) if method == "sim" else price.time
+        seconds = one_call * comm.calls
+        window = comm.hides_behind
+        hidden = min(seconds * fractions.fraction(window), pool.get(window, 0.0))
         if hidden:
-            pool[c.hides_behind] -= hidden
-        rows.append(Row(c, where, t, price.nvlink_bytes * c.calls, price.network_bytes * c.calls, hidden))
+            pool[window] -= hidden
+        sent = (price.nvlink_bytes * comm.calls, price.network_bytes * comm.calls)
+        rows.append(Row(comm, where, seconds, *sent, hidden))
     per_micro = sum(r.exposed for r in rows if r.comm.strategy in ("TP", "SP", "CP", "EP", "PP"))
     bubble = (layout.pp - 1) / (layout.virtual * layout.microbatches) * (compute + per_micro)
     memory = memory_per_gpu(model, layout, gpu)
