@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mycollectives.parallel.calculator import step_time
-from mycollectives.parallel.cli import main
+from mycollectives.parallel.calculator import main, step_time
 from mycollectives.parallel.config import LLAMA3_70B
 from mycollectives.parallel.layout import Layout
 from mycollectives.topology import cluster
@@ -106,6 +105,12 @@ def test_search_grids_take_comma_lists(capsys):
         (["--model", "llama3_70b", "--cluster", "dgx_h100:16", "--tp", "3"], "does not divide"),
         (["--model", "llama3_70b", "--cluster", "dgx_h100:16", "--tp", "2,4"], "needs --search"),
         (["--model", "llama3_70b", "--cluster", "dgx_h100:16", "--tp", "x"], "expected an integer"),
+        (["--model", "llama3_70b", "--cluster", "dgx_h100:16", "--tp", "0"], "at least 1"),
+        (["--model", "llama3_70b", "--cluster", "dgx_h100:16", "--pp", "-2"], "at least 1"),
+        (["--model", "llama3_70b", "--cluster", "dgx_h100:0"], "NODE:NODES"),
+        (["--model", "llama3_70b", "--cluster", "dgx_h100:16", "--seq", "0"], "--seq: expected a positive"),
+        (["--model", "llama3_70b", "--cluster", "dgx_h100:16", "--tflops", "-1"], "--tflops"),
+        (["--model", "llama3_70b", "--cluster", "dgx_h100:16", "--dp", "3"], "but the cluster has 128"),
         (["--model", "llama3_8b", "--cluster", "dgx_h100:8", "--tp", "64"], "heads"),
         (["--model", "llama3_70b", "--cluster", "dgx_h100:16", "--zero", "5"], "zero must be"),
         (["--model", "llama3_70b", "--cluster", "dgx_h100:16", "--batch", "100"], "--batch 100"),

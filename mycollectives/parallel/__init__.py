@@ -14,7 +14,8 @@ gloo processes (``mc.run_gloo``) and under ``torchrun``:
   :mod:`.ep_hier` (mixture of experts), :mod:`.pp` (pipeline);
 - :mod:`.overlap`: the collective matmul;
 - the step-time calculator: :mod:`.config`, :mod:`.layout`, :mod:`.traffic`,
-  :mod:`.costs`, :mod:`.groupsim`, :mod:`.calculator`, :mod:`.plots`.
+  :mod:`.costs`, :mod:`.groupsim`, :mod:`.footprint`, :mod:`.step`, :mod:`.search`,
+  :mod:`.plots`, and :mod:`.calculator` (``step_time`` and the command line).
 """
 
 from __future__ import annotations

@@ -1,254 +1,193 @@
-"""The step-time calculator (chapter 5): model x layout x topology -> time, bytes and memory.
+"""The step-time calculator (chapter 5): :func:`step_time` and its command line.
 
-:func:`step_time` lists every collective of one training step
-(:func:`~.traffic.comms`), prices each on the topology (the cost model of
-:mod:`.costs`, or the simulator through :mod:`.groupsim`), and puts them
-beside the compute:
+The calculator itself lives in :mod:`.step` (:func:`step_time`,
+:class:`StepReport`, :class:`Row`, :class:`Overlap`) and is imported from here.
+``python -m mycollectives.parallel.calculator`` prints, for one layout, the
+table the chapter prints (:meth:`~.calculator.StepReport.table`), or with
+``--search`` the layouts that fit in memory, fastest first::
 
-- compute: the step's FLOPs per GPU (:meth:`~.config.ModelConfig.flops_per_token`,
-  plus a second forward pass under full recomputation) at ``compute_rate``;
-- each collective is *hidden* behind the compute that may overlap it, as far
-  as that compute lasts and as far as :class:`Overlap` allows, and
-  *exposed* otherwise: the gradient reduction behind the last micro-batch's
-  backward pass, FSDP's gathers and reduce-scatters behind every unit's
-  compute by prefetch, ring attention's steps behind attention, tensor
-  parallelism's collectives behind the matmuls they feed (a collective
-  matmul); expert and pipeline parallelism stay on the critical path;
-- the pipeline bubble, ``(pp - 1) / (v m)`` of the work of one stage.
+    python -m mycollectives.parallel.calculator --model llama3_70b --cluster dgx_h100:128 \\
+        --tp 8 --pp 4 --zero 1 --microbatches 16 --virtual 5
+    python -m mycollectives.parallel.calculator --model llama3_70b --cluster dgx_h100:64 \\
+        --batch 512 --search --top 5
 
-The defaults of :class:`Overlap` are an asymmetry to keep in mind: data
-parallelism, FSDP and ring attention hide *entirely* whenever there is
-compute enough (as if their kernels took nothing from the matmuls), while
-tensor parallelism hides *nothing* (Megatron-LM's default, no collective
-matmul). A layout that trades tensor parallelism for FSDP looks as good as
-the first assumption is true; pass other fractions to see how much the
-answer depends on them.
-
-Overlap draws on one pool of time per kind of compute, so two collectives
-cannot both hide behind the same milliseconds. Links are not shared between
-collectives that overlap one another; the simulator of chapter 4 prices
-each call on its own.
+``--cluster NODE:NODES`` names a node of :mod:`mycollectives.topology` and
+how many; ``dp`` defaults to the GPUs that ``tp * cp * pp`` leave. A layout
+that does not fit in the GPU's memory says so where an MFU would be. Bad
+input prints one line, ``calculator: error: ...``, and exits with status 2.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+import argparse
+import sys
+from collections.abc import Sequence
 
-from ..memory.vendor import H100, GPUSpec
-from ..topology import Topology
-from .config import ModelConfig
-from .costs import Links, cost, placement
-from .footprint import memory_per_gpu
-from .groupsim import simulate_comm
-from .layout import Layout
-from .traffic import Comm, comms
+from ..memory.vendor import A100, H100, GPUSpec
+from ..topology import cluster
+from .config import PRESETS, ModelConfig
+from .layout import RECOMPUTE, Layout
+from .search import search
+from .step import Overlap, Row, StepReport, step_time
 
-
-@dataclass(frozen=True)
-class Overlap:
-    """The fraction of each kind of collective that may hide behind the compute beside it.
-
-    ``data``: data parallelism's gradient reduction (DDP's buckets, ZeRO-1/2's
-    reduce-scatter, HSDP's all-reduce) behind the last micro-batch's backward
-    pass, and ZeRO-1/2's parameter all-gather behind the forward pass.
-    ``fsdp``: FSDP's and HSDP's per-unit gathers and reduce-scatters behind
-    the units' compute (prefetch). ``context``: ring attention's steps behind
-    attention. ``tensor``: tensor and sequence parallelism's collectives
-    behind the matmuls (0: Megatron-LM's default; 1: a perfect collective
-    matmul). Each is a number from 0 to 1; the defaults are the optimistic
-    bound for the first three and the pessimistic one for the last.
-    """
-
-    data: float = 1.0
-    fsdp: float = 1.0
-    context: float = 1.0
-    tensor: float = 0.0
-
-    def __post_init__(self) -> None:
-        for name in ("data", "fsdp", "context", "tensor"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
-                raise ValueError(f"Overlap: {name} must be a fraction from 0 to 1, got {v!r}")
-
-    @classmethod
-    def none(cls) -> Overlap:
-        """Every collective exposed."""
-        return cls(0.0, 0.0, 0.0, 0.0)
-
-    def fraction(self, window: str) -> float:
-        """The fraction for a collective that hides behind ``window`` (:attr:`.traffic.Comm.hides_behind`)."""
-        field_of = {"backward": "data", "forward": "data", "compute": "fsdp", "attention": "context"}
-        field_of["matmul"] = "tensor"
-        return getattr(self, field_of[window]) if window in field_of else 0.0
+MODELS = {m.name.lower().replace("llama 3 ", "llama3_").replace(" ", "_"): m for m in PRESETS.values()}
+GPUS = {"dgx_a100": A100, "dgx_h100": H100}  # the nodes whose GPU the memory module describes
 
 
-@dataclass(frozen=True)
-class Row:
-    """One kind of call in a step, per GPU: its cost and how much of it is hidden."""
-
-    comm: Comm
-    where: str  # "8 ranks on 1 node", "128 ranks, 1 per node" ...
-    time: float  # seconds, all calls of the step
-    nvlink_bytes: float  # sent by one GPU in the step
-    network_bytes: float
-    hidden: float  # seconds overlapped with compute
-
-    @property
-    def exposed(self) -> float:
-        return self.time - self.hidden
+class BadInput(Exception):
+    """Input the calculator cannot use; printed as one line."""
 
 
-@dataclass(frozen=True)
-class StepReport:
-    model: ModelConfig
-    layout: Layout
-    topology: str
-    rows: list[Row]
-    compute: float
-    bubble: float
-    memory: dict[str, float]
-    gpu: GPUSpec = field(default=H100)
-    gpus_per_node: int = 8
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line instead of argparse's usage block
+        raise BadInput(message)
 
-    @property
-    def exposed(self) -> float:
-        return sum(r.exposed for r in self.rows)
 
-    @property
-    def fits(self) -> bool:
-        """Whether the memory per GPU fits in the GPU's HBM (an MFU means nothing otherwise)."""
-        return self.memory["total"] <= self.gpu.hbm_bytes
+def parser() -> argparse.ArgumentParser:
+    p = Parser(prog="python -m mycollectives.parallel.calculator", description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", required=True, choices=sorted(MODELS), help="a preset model")
+    p.add_argument("--seq", type=int, help="tokens per sequence (default: the model's)")
+    p.add_argument("--cluster", required=True, help="NODE:NODES, e.g. dgx_h100:16")
+    for axis in ("tp", "cp", "pp", "ep", "virtual", "micro-batch"):
+        p.add_argument(f"--{axis}", default=None, help=f"{axis} degree (a comma list with --search)")
+    p.add_argument("--dp", type=int, help="data-parallel degree (default: the GPUs left)")
+    p.add_argument("--zero", default=None, help="ZeRO stage 0-3 (a comma list with --search)")
+    p.add_argument("--shard", type=int, help="HSDP shard group (with --zero 3)")
+    p.add_argument("--no-sp", action="store_true", help="no sequence parallelism (default: on when tp > 1)")
+    p.add_argument("--microbatches", type=int, help="micro-batches per step (default: --batch / dp, or 1)")
+    p.add_argument("--batch", type=int, help="sequences per step (the global batch)")
+    p.add_argument("--recompute", default=None, help=f"one of {RECOMPUTE} (a comma list with --search)")
+    p.add_argument("--tflops", type=float, help="TFLOP/s a GPU sustains (default: its bf16 peak)")
+    p.add_argument("--overlap", action="append", default=[], metavar="KIND=FRACTION",
+                   help="data, fsdp, context or tensor overlap fraction (repeatable)")  # fmt: skip
+    p.add_argument("--method", choices=("model", "sim"), default="model", help="cost model or simulator")
+    p.add_argument("--search", action="store_true", help="list the layouts that fit, fastest first")
+    p.add_argument("--top", type=int, default=10, help="how many layouts --search prints")
+    return p
 
-    def verdict(self) -> str:
-        """``"MFU 41 %"``, or ``"does not fit: 86 GB of 80"`` for a layout that cannot run."""
-        if self.fits:
-            return f"MFU {100 * self.mfu:.0f} %"
-        return f"does not fit: {self.memory['total'] / 1e9:.0f} GB of {self.gpu.hbm_bytes / 1e9:.0f}"
 
-    @property
-    def step(self) -> float:
-        return self.compute + self.exposed + self.bubble
+def ints(text: str | None, name: str, default: tuple[int, ...] | None) -> tuple[int, ...] | None:
+    """``"1,2,4"`` -> ``(1, 2, 4)``; ``None`` -> ``default``."""
+    if text is None:
+        return default
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise BadInput(f"--{name}: expected an integer or a comma list of integers, got {text!r}") from None
+    least = 0 if name == "zero" else 1
+    if any(v < least for v in values):
+        raise BadInput(f"--{name}: expected integers of at least {least}, got {text!r}")
+    return values
 
-    @property
-    def tokens(self) -> int:
-        return self.layout.tokens(self.model)
 
-    @property
-    def mfu(self) -> float:
-        """Model FLOPs over what the GPUs could do at peak in the step's time."""
-        flops = self.model.flops_per_token() * self.tokens
-        return flops / (self.step * self.layout.world * self.gpu.peak_flops["bf16"])
+def one(values: tuple[int, ...] | None, name: str, default: int) -> int:
+    if values is None:
+        return default
+    if len(values) != 1:
+        raise BadInput(f"--{name}: a list ({','.join(map(str, values))}) needs --search")
+    return values[0]
 
-    def by_strategy(self) -> dict[str, dict[str, float]]:
-        """Per strategy: seconds of communication, exposed seconds, and bytes per link class."""
-        out: dict[str, dict[str, float]] = {}
-        for r in self.rows:
-            d = out.setdefault(r.comm.strategy, dict(time=0.0, exposed=0.0, nvlink=0.0, network=0.0))
-            d["time"] += r.time
-            d["exposed"] += r.exposed
-            d["nvlink"] += r.nvlink_bytes
-            d["network"] += r.network_bytes
-        return out
 
-    def table(self) -> str:
-        """One line per kind of call, then the step; widths fit 100 characters."""
-        head = f"{'strategy':9s}{'collective':15s}{'group':23s}{'calls':>6s}{'MB/call':>9s}"
-        head += f"{'NVLink GB':>10s}{'net GB':>8s}{'time ms':>9s}{'exposed':>9s}"
-        nodes = -(-self.layout.world // self.gpus_per_node)
-        title = f"{self.model.name}, {self.layout.describe()}: {self.layout.world} GPUs"
-        lines = [f"{title}, {nodes} nodes of {self.gpus_per_node}", head]
-        for r in self.rows:
-            c = r.comm
-            lines.append(
-                f"{c.strategy:9s}{c.collective:15s}{r.where:23s}{c.calls:6.0f}{c.nbytes / 1e6:9.1f}"
-                f"{r.nvlink_bytes / 1e9:10.2f}{r.network_bytes / 1e9:8.2f}{r.time * 1e3:9.1f}{r.exposed * 1e3:9.1f}"
-            )
-        lines.append(
-            f"compute {self.compute * 1e3:.0f} ms + exposed communication {self.exposed * 1e3:.0f} ms "
-            f"+ bubble {self.bubble * 1e3:.0f} ms = step {self.step * 1e3:.0f} ms ({self.verdict()})"
+def parse_cluster(text: str) -> tuple[str, int, GPUSpec]:
+    node, _, count = text.partition(":")
+    if node not in GPUS:
+        raise BadInput(f"--cluster: node must be one of {sorted(GPUS)}, got {node!r}")
+    if not count.isdigit() or int(count) < 1:
+        raise BadInput(f"--cluster: expected NODE:NODES with NODES a positive integer, got {text!r}")
+    return node, int(count), GPUS[node]
+
+
+def parse_overlap(items: Sequence[str]) -> Overlap:
+    fractions = {}
+    for item in items:
+        kind, _, value = item.partition("=")
+        if kind not in ("data", "fsdp", "context", "tensor"):
+            raise BadInput(f"--overlap: kind must be data, fsdp, context or tensor, got {item!r}")
+        try:
+            fractions[kind] = float(value)
+        except ValueError:
+            raise BadInput(f"--overlap: expected KIND=FRACTION, got {item!r}") from None
+    return Overlap(**fractions)
+
+
+def layout_of(args, model: ModelConfig, gpus: int) -> Layout:
+    """The single layout the arguments describe."""
+    tp, cp, pp = (one(ints(getattr(args, a), a, None), a, 1) for a in ("tp", "cp", "pp"))
+    if gpus % (tp * cp * pp):
+        raise BadInput(f"tp x cp x pp = {tp * cp * pp} does not divide the cluster's {gpus} GPUs")
+    dp = args.dp or gpus // (tp * cp * pp)
+    if tp * cp * pp * dp != gpus:
+        raise BadInput(f"tp x cp x pp x dp = {tp * cp * pp * dp}, but the cluster has {gpus} GPUs")
+    micro_batch = one(ints(args.micro_batch, "micro-batch", None), "micro-batch", 1)
+    m = args.microbatches or (args.batch // (dp * micro_batch) if args.batch else 1)
+    if args.batch and m * dp * micro_batch != args.batch:
+        raise BadInput(
+            f"--batch {args.batch} is not dp x microbatches x micro-batch = {dp} x {m} x {micro_batch}"
         )
-        short = {
-            "parameters": "params",
-            "gradients": "grads",
-            "optimizer": "optimizer",
-            "activations": "acts",
-        }
-        mem = ", ".join(f"{short[k]} {v / 1e9:.1f}" for k, v in self.memory.items() if k != "total")
-        total = f"{self.memory['total'] / 1e9:.1f} of {self.gpu.hbm_bytes / 1e9:.0f}"
-        lines.append(f"memory per GPU, GB: {mem}; total {total}")
-        return "\n".join(lines)
+    recompute = args.recompute or "selective"
+    lay = Layout(
+        tp=tp, sp=tp > 1 and not args.no_sp, cp=cp, pp=pp, dp=dp,
+        ep=one(ints(args.ep, "ep", None), "ep", 1), zero=one(ints(args.zero, "zero", None), "zero", 0),
+        shard=args.shard, micro_batch=micro_batch, microbatches=m,
+        virtual=one(ints(args.virtual, "virtual", None), "virtual", 1), recompute=recompute,
+    )  # fmt: skip
+    lay.check(model)
+    return lay
 
 
-def step_time(
-    model: ModelConfig,
-    layout: Layout,
-    topology: Topology,
-    *,
-    method: str = "model",
-    compute_rate: float | None = None,
-    gpu: GPUSpec = H100,
-    overlap: bool | Overlap = True,
-    async_tp: bool = False,
-    protocol: str = "simple",
-) -> StepReport:
-    """Time, traffic and memory of one training step of ``model`` split by ``layout`` on ``topology``.
-
-    ``method``: ``"model"`` (the cost model, instant) or ``"sim"`` (every
-    call simulated on ``topology``, which must then have ``layout.world``
-    GPUs). ``compute_rate``: FLOP/s a GPU sustains (default: ``gpu``'s bf16
-    peak, an upper bound). ``overlap``: an :class:`Overlap`, ``True`` for
-    its defaults, ``False`` to expose every collective. ``async_tp=True``
-    hides tensor parallelism fully (``Overlap(tensor=1)``).
-    """
-    if method not in ("model", "sim"):
-        raise ValueError(f"method must be 'model' or 'sim', got {method!r}")
-    if method == "sim" and topology.num_gpus < layout.world:
-        raise ValueError(f"method='sim' needs {layout.world} GPUs; {topology.name} has {topology.num_gpus}")
-    fractions = overlap if isinstance(overlap, Overlap) else Overlap() if overlap else Overlap.none()
-    if async_tp:
-        fractions = replace(fractions, tensor=1.0)
-    links = Links.of(topology, protocol)
-    compute = compute_seconds(model, layout, compute_rate or gpu.peak_flops["bf16"])
-    pool = compute_pools(model, layout, compute)
-    rows = []
-    for c in comms(model, layout):
-        k, N = placement(layout.members(c.axes), links.gpus_per_node)
-        g = len(layout.members(c.axes))
-        where = f"{g} ranks, {k} per node" if N > 1 else f"{g} ranks on 1 node"
-        price = cost(c, layout, links)
-        t = (simulate_comm(c, layout, topology, protocol) if method == "sim" else price.time) * c.calls
-        hidden = min(t * fractions.fraction(c.hides_behind), pool.get(c.hides_behind, 0.0))
-        if hidden:
-            pool[c.hides_behind] -= hidden
-        rows.append(Row(c, where, t, price.nvlink_bytes * c.calls, price.network_bytes * c.calls, hidden))
-    per_micro = sum(r.exposed for r in rows if r.comm.strategy in ("TP", "SP", "CP", "EP", "PP"))
-    bubble = (layout.pp - 1) / (layout.virtual * layout.microbatches) * (compute + per_micro)
-    memory = memory_per_gpu(model, layout, gpu)
-    return StepReport(model, layout, topology.name, rows, compute, bubble, memory, gpu, links.gpus_per_node)
+def search_table(found: list[StepReport], top: int, gpus: int, batch: int) -> str:
+    """The ``top`` fastest layouts that fit, one line each."""
+    if not found:
+        return f"no layout of the grid fits in memory on {gpus} GPUs with {batch} sequences per step"
+    lines = [f"{'layout':66s}{'step s':>8s}{'MFU':>6s}{'GB':>5s}{'exposed':>9s}{'bubble':>8s}"]
+    for r in found[:top]:
+        lines.append(
+            f"{r.layout.describe():66s}{r.step:8.2f}{100 * r.mfu:5.0f}%{r.memory['total'] / 1e9:5.0f}"
+            f"{r.exposed:9.2f}{r.bubble:8.2f}"
+        )
+    lines.append(f"{len(found)} layouts fit; the fastest {min(top, len(found))} shown")
+    return "\n".join(lines)
 
 
-def compute_seconds(model: ModelConfig, layout: Layout, rate: float) -> float:
-    """One GPU's compute in a step at ``rate`` FLOP/s (a second forward pass under full recomputation)."""
-    flops = model.flops_per_token() * layout.tokens(model) / layout.world
-    if layout.recompute == "full":
-        flops *= 4 / 3  # the forward pass (a third of the work) runs again
-    return flops / rate
+def run(argv: Sequence[str] | None) -> str:
+    args = parser().parse_args(argv)
+    for name in ("seq", "dp", "shard", "microbatches", "batch", "top", "tflops"):
+        value = getattr(args, name)
+        if value is not None and value <= 0:
+            raise BadInput(f"--{name}: expected a positive number, got {value}")
+    model = MODELS[args.model]
+    if args.seq:
+        model = model.with_seq(args.seq)
+    node, nodes, gpu = parse_cluster(args.cluster)
+    topology = cluster(node, nodes if args.method == "sim" else min(nodes, 2))
+    gpus = nodes * topology.gpus_per_node
+    kw = dict(
+        method=args.method, gpu=gpu, overlap=parse_overlap(args.overlap),
+        compute_rate=args.tflops * 1e12 if args.tflops else None,
+    )  # fmt: skip
+    if not args.search:
+        return step_time(model, layout_of(args, model, gpus), topology, **kw).table()
+    if not args.batch:
+        raise BadInput("--search needs --batch, the sequences per step")
+    grid = {a: ints(getattr(args, a), a, None) for a in ("tp", "cp", "pp", "ep", "virtual", "zero")}
+    grid = {a: v for a, v in grid.items() if v is not None}
+    if args.recompute:
+        grid["recompute"] = tuple(args.recompute.split(","))
+    found = search(model, gpus, args.batch, topology, step_kw=kw, **grid)
+    return search_table(found, args.top, gpus, args.batch)
 
 
-def compute_pools(model: ModelConfig, layout: Layout, compute: float) -> dict[str, float]:
-    """Seconds of each kind of compute that collectives may hide behind (:attr:`.traffic.Comm.hides_behind`)."""
-    m = layout.microbatches
-    attention = 6 * model.layers * model.seq * model.hidden / model.flops_per_token()
-    return {
-        "backward": 2 / 3 * compute / m,
-        "forward": 1 / 3 * compute / m,
-        "compute": compute,
-        "attention": attention * compute,
-        "matmul": (1 - attention) * compute,
-    }
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the table (or the search); on bad input one line on stderr and status 2."""
+    try:
+        print(run(argv))
+    except (BadInput, ValueError) as e:
+        print(f"calculator: error: {e}", file=sys.stderr)
+        return 2
+    return 0
 
 
-if __name__ == "__main__":  # python -m mycollectives.parallel.calculator
-    from .cli import main
+__all__ = ["Overlap", "Row", "StepReport", "main", "step_time"]
 
+if __name__ == "__main__":
     raise SystemExit(main())

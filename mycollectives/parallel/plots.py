@@ -15,9 +15,9 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from .calculator import StepReport, step_time
 from .config import ModelConfig
 from .layout import Layout
+from .step import StepReport, step_time
 
 COLOURS = {
     "TP": "tab:red",
@@ -42,7 +42,7 @@ def plot_steps(reports: Sequence[StepReport], ax=None, labels: Sequence[str] | N
 
     if ax is None:
         _, ax = plt.subplots(figsize=(7.4, 1.6 + 0.7 * len(reports)))  # a book column
-    labels = labels or [f"{r.model.name}\n{r.layout.describe()}" for r in reports]
+    labels = labels or [f"{r.model.name}, " + r.layout.describe().replace(", ", "\n", 1) for r in reports]
     seen: set[str] = set()
     for i, r in enumerate(reports):
         y = len(reports) - 1 - i
@@ -84,8 +84,9 @@ def plot_steps(reports: Sequence[StepReport], ax=None, labels: Sequence[str] | N
         )
     ax.set_yticks(range(len(reports)), labels[::-1], fontsize=8)
     ax.set_xlabel("seconds per training step")
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3)
-    ax.set_xlim(0, max(r.step for r in reports) * 1.25)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3)  # below the axis label
+    room = 1.25 if all(r.fits for r in reports) else 1.6  # for "does not fit: ... GB of 80"
+    ax.set_xlim(0, max(r.step for r in reports) * room)
     return ax
 
 

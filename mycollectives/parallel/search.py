@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..topology import Topology
-from .calculator import StepReport, step_time
 from .config import ModelConfig
 from .layout import Layout
+from .step import StepReport, step_time
 
 POWERS = (1, 2, 4, 8, 16, 32, 64, 128)
 
