@@ -33,7 +33,9 @@ def step(rank: int, calls: int, count: int, algorithm: str, check: bool) -> floa
 def one(ranks: int, calls: int, size: int, algorithm: str, check: bool) -> dict:
     nodes = max(1, ranks // 8)
     t0 = time.perf_counter()
-    run = virtual.run(step, "dgx_h100", nodes, (calls, size // 4, algorithm, check), world_size=ranks if ranks < 8 else None)
+    run = virtual.run(
+        step, "dgx_h100", nodes, (calls, size // 4, algorithm, check), world_size=ranks if ranks < 8 else None
+    )
     wall = time.perf_counter() - t0
     return {"ranks": ranks, "calls": calls, "wall_s": wall, "virtual_s": run.elapsed, **run.stats}
 
@@ -49,12 +51,16 @@ def main() -> None:
     for r in args.ranks:
         if r < 1 or (r > 8 and r % 8):
             ap.error(f"--ranks {r}: give 1..8, or a multiple of 8 (whole DGX nodes)")
-    print(f"{'ranks':>5} {'calls':>5} {'flows':>7} {'switches':>8} {'wall (s)':>9} {'virtual (ms)':>12}  target")
+    print(
+        f"{'ranks':>5} {'calls':>5} {'flows':>7} {'switches':>8} {'wall (s)':>9} {'virtual (ms)':>12}  target"
+    )
     for ranks in args.ranks:
         for calls in args.calls:
             row = one(ranks, calls, args.size, args.algorithm, not args.no_check)
             target = TARGET_S.get((ranks, calls))
-            verdict = "" if target is None else f"{target:g} s: {'ok' if row['wall_s'] <= target else 'MISSED'}"
+            verdict = (
+                "" if target is None else f"{target:g} s: {'ok' if row['wall_s'] <= target else 'MISSED'}"
+            )
             print(
                 f"{ranks:5d} {calls:5d} {row['flows']:7d} {row['switches']:8d} {row['wall_s']:9.2f} "
                 f"{row['virtual_s'] * 1e3:12.3f}  {verdict}",

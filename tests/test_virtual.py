@@ -248,3 +248,40 @@ def test_the_library_ring_beats_naive_send_recv_at_large_sizes():
     ring = virtual.run(_naive, "dgx_h100", 1, (16 * MiB, False), timeout=T)
     naive = virtual.run(_naive, "dgx_h100", 1, (16 * MiB, True), timeout=T)
     assert max(ring.results) * 3 < max(naive.results)
+
+
+def _p2p(rank, overlap):
+    x = torch.full((4 << 20,), float(rank))  # 16 MiB
+    t0 = virtual.clock()
+    if rank == 0:
+        work = mc.isend(x, dst=1)
+        if overlap:
+            virtual.compute(seconds=1e-4)
+        work.wait()
+    else:
+        mc.recv(x, src=0)
+    return virtual.clock() - t0, x[-1].item()
+
+
+def test_isend_overlaps_with_compute_and_recv_gets_the_data():
+    alone = virtual.run(_p2p, "dgx_h100", 1, (False,), world_size=2, timeout=T)
+    both = virtual.run(_p2p, "dgx_h100", 1, (True,), world_size=2, timeout=T)
+    transfer = alone.results[1][0]
+    assert alone.results[1][1] == 0.0 and transfer > 1e-5
+    assert both.results[0][0] == pytest.approx(max(transfer, 1e-4), rel=1e-6)
+
+
+def test_symmetric_memory_is_refused_inside_a_run():
+    def fn(rank):
+        t = mc.symmetric.empty(16)
+        mc.symmetric.rendezvous(t)
+
+    with pytest.raises(ValueError, match="rendezvous on rank 0"):
+        virtual.run(fn, world_size=2, timeout=T)
+
+
+def test_the_wall_clock_guard_names_the_running_rank():
+    import time
+
+    with pytest.raises(TimeoutError, match="rank 0"):
+        virtual.run(lambda rank: time.sleep(3), world_size=1, timeout=1)

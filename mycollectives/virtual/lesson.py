@@ -39,17 +39,25 @@ def bucketed_step(rank: int, buckets: int, nbytes: int, seconds: float, overlap:
 def plot_timeline(result, ax, ranks=None, t_max: float | None = None) -> None:
     """Each rank's compute (below) and communication (above) as bars along virtual time, in ms."""
     ranks = list(range(len(result.results))) if ranks is None else list(ranks)
-    colors = {"compute": "tab:blue", "stream": "tab:orange", "comm": "tab:red"}
+    colors = {"compute": "tab:blue", "stream": "tab:orange", "comm": "tab:orange"}
     for row, r in enumerate(ranks):
         for rank, lane, start, end in result.spans:
             if rank != r:
                 continue
             y = row + (0.0 if lane == "compute" else 0.42)
-            ax.broken_barh([(start * 1e3, (end - start) * 1e3)], (y, 0.38), color=colors[lane])
+            ax.broken_barh(
+                [(start * 1e3, (end - start) * 1e3)],
+                (y, 0.38),
+                color=colors[lane],
+                edgecolor="white",
+                linewidth=0.8,
+            )
     ax.set_yticks([i + 0.4 for i in range(len(ranks))], [f"rank {r}" for r in ranks])
     ax.set_xlabel("virtual time (ms)")
     ax.set_xlim(0, (t_max or result.elapsed) * 1e3)
-    handles = [ax.bar(0, 0, color=c, label=n) for n, c in (("compute", "tab:blue"), ("all-reduce", "tab:orange"))]
+    handles = [
+        ax.bar(0, 0, color=c, label=n) for n, c in (("compute", "tab:blue"), ("all-reduce", "tab:orange"))
+    ]
     ax.legend(handles=handles, loc="lower right", fontsize=8)
 
 

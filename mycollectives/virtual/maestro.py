@@ -194,7 +194,10 @@ class Maestro:
             idle[0].error = Aborted()  # streams with nothing to do: let them end
             return idle[0]
         waits = "; ".join(f"{a.name} waits to {a.waiting.what if a.waiting else '?'}" for a in blocked)
-        msg = f"deadlock at virtual time {self.now:.6g} s: {waits}"
+        gone = sorted({a.rank for a in self.actors if a.done and a.name.startswith("rank")})
+        msg = f"deadlock at virtual time {self.now:.6g} s: {waits}" + (
+            f" (rank(s) {', '.join(map(str, gone))} already returned)" if gone else ""
+        )
         for a in blocked:
             a.error = TransportDeadlock(msg)
             self.ready(a)

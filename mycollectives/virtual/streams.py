@@ -61,7 +61,7 @@ class StreamLane:
                 job()
             self.cluster.span(me.rank, "comm", start, me.clock)
             return None
-        work = StreamWork(outputs, _m.Activity(f"wait for its stream (rank {me.rank})"), maestro)
+        work = StreamWork(outputs, _m.Activity(f"see its stream finish a call (rank {me.rank})"), maestro)
         self.pending += 1
         self.queue.append((job, work, me.clock))
         if self.actor is None:

@@ -52,11 +52,11 @@ class Cluster:
         return self.world_size + self._ids
 
     def span(self, rank: int, lane: str, start: float, end: float) -> None:
-        """Record that ``rank``'s ``lane`` was busy from ``start`` to ``end`` (merged with the one before)."""
+        """Record that ``rank``'s ``lane`` was busy from ``start`` to ``end`` (compute merged with the one before)."""
         if end <= start:
             return
         last = self._last.get((rank, lane))
-        if last is not None and last[3] == start:
+        if last is not None and last[3] == start and lane == "compute":  # a call on a stream stays one bar
             last[3] = end
         elif len(self.spans) < MAX_SPANS:
             last = self._last[(rank, lane)] = [rank, lane, start, end]
