@@ -285,3 +285,20 @@ def test_the_wall_clock_guard_names_the_running_rank():
 
     with pytest.raises(TimeoutError, match="rank 0"):
         virtual.run(lambda rank: time.sleep(3), world_size=1, timeout=1)
+
+
+def test_explicit_charges_use_the_roofline_and_the_straggler_factor():
+    def fn(rank):
+        a = virtual.compute(flops=1e12)
+        b = virtual.compute(bytes=1e9)
+        c = virtual.compute(flops=1e12, bytes=1e12)
+        return a, b, c
+
+    run = virtual.run(fn, "dgx_b200", world_size=2, slow={1: 3.0}, timeout=T)
+    roof = run.roofline
+    assert roof.peak_flops == virtual.GPU_ROOFLINES["B200"].peak_flops
+    assert run.results[0] == pytest.approx(
+        (1e12 / roof.peak_flops, 1e9 / roof.bandwidth, 1e12 / roof.bandwidth)
+    )
+    assert run.results[1] == pytest.approx(tuple(3 * x for x in run.results[0]))
+    assert run.elapsed == pytest.approx(3 * sum(run.results[0]))
