@@ -1,11 +1,13 @@
 """One rank's end of the virtual cluster: real tensors, virtual time.
 
 A :class:`VirtualTransport` implements the package's transport protocol
-(``transport/base.py``). A send copies the tensor at once (as the local
-world does) and starts a flow on the network; the receive completes when
-the flow has arrived and the receive is posted, and the data lands in the
-receiver's tensor then. Messages from one sender with one tag match
-receives in order, within one *namespace* (the world, or a subgroup).
+(``transport/base.py``). A send starts a flow on the network at once
+(eagerly: it needs no posted receive, as the local world's sends); when the
+flow arrives, its bytes land in the matching receive's tensor, or are copied
+aside until that receive is posted. A send is complete when its flow has
+arrived, so, as in torch.distributed, a sender must not change the tensor
+before then. Messages from one sender with one tag match receives in order,
+within one *namespace* (the world, or a :meth:`~VirtualTransport.subgroup`).
 
 A collective's messages are priced as the round simulator prices them:
 before running a schedule the executor calls :meth:`VirtualTransport.begin`,
