@@ -302,3 +302,59 @@ def test_explicit_charges_use_the_roofline_and_the_straggler_factor():
     )
     assert run.results[1] == pytest.approx(tuple(3 * x for x in run.results[0]))
     assert run.elapsed == pytest.approx(3 * sum(run.results[0]))
+
+
+def _pairs(rank, senders):
+    x = torch.ones(4 << 20)  # 16 MiB
+    t0 = virtual.clock()
+    if rank in senders:
+        mc.send(x, dst=rank + 8)
+    elif rank - 8 in senders:
+        mc.recv(x, src=rank - 8)
+    return virtual.clock() - t0
+
+
+def test_concurrent_transfers_share_a_nic():
+    one = {"nics_per_node": 1}
+    alone = virtual.run(_pairs, "dgx_h100", 2, ({0},), timeout=T, **one).results[8]
+    shared = virtual.run(_pairs, "dgx_h100", 2, ({0, 1},), timeout=T, **one).results[8]
+    assert shared > 1.8 * alone - 1e-5  # two flows through one NIC: each at about half the rate
+
+
+def test_bucketed_overlap_hides_at_least_half_of_the_all_reduce_time():
+    from mycollectives.virtual.lesson import bucketed_step
+
+    args = (4, 4 * MiB, 1e-4)  # each piece of backward outlasts one bucket's all-reduce
+    comm = max(virtual.run(bucketed_step, "dgx_h100", 1, (4, 4 * MiB, 0.0, False), timeout=T).results)
+    serial = max(virtual.run(bucketed_step, "dgx_h100", 1, (*args, False), timeout=T).results)
+    both = max(virtual.run(bucketed_step, "dgx_h100", 1, (*args, True), timeout=T).results)
+    assert serial - both >= 0.5 * comm
+
+
+def _pipeline(rank, micro, t):
+    p = virtual.transport().world_size
+    act = torch.zeros(1024)
+    sends = []
+    for _ in range(micro):  # all forwards, then all backwards (GPipe)
+        if rank > 0:
+            mc.recv(act, src=rank - 1)
+        virtual.compute(seconds=t)
+        if rank < p - 1:
+            sends.append(mc.isend(act.clone(), dst=rank + 1))
+    for _ in range(micro):
+        if rank < p - 1:
+            mc.recv(act, src=rank + 1)
+        virtual.compute(seconds=2 * t)
+        if rank > 0:
+            sends.append(mc.isend(act.clone(), dst=rank - 1))
+    for w in sends:
+        w.wait()
+    return virtual.clock()
+
+
+@pytest.mark.parametrize("micro", [4, 16])
+def test_the_pipeline_bubble_is_p_minus_1_over_m_plus_p_minus_1(micro):
+    p, t = 4, 1e-3
+    run = virtual.run(_pipeline, "dgx_h100", 1, (micro, t), world_size=p, timeout=T)
+    bubble = 1 - micro * 3 * t / run.elapsed
+    assert bubble == pytest.approx((p - 1) / (micro + p - 1), rel=0.05)
