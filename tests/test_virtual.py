@@ -198,11 +198,16 @@ def test_setup_hooks_and_subgroups():
             return None
         x = torch.tensor([float(rank)])
         mc.all_reduce(x, group=sub)
-        return sub.rank, sub.world_size, x.item()
+        y = torch.tensor([float(rank)])
+        if sub.rank == 0:
+            mc.send(y, dst=3, group=sub)  # world rank 3 is the subgroup's rank 1
+        else:
+            mc.recv(y, group_src=0, group=sub)
+        return sub.rank, sub.world_size, x.item(), y.item()
 
     run = virtual.run(fn, world_size=4, setup=[hook], timeout=T)
     assert sorted(seen) == [(r, 4) for r in range(4)]
-    assert run.results == [None, (0, 2, 4.0), None, (1, 2, 4.0)]
+    assert run.results == [None, (0, 2, 4.0, 1.0), None, (1, 2, 4.0, 1.0)]
 
 
 # --- the book's lessons, on the virtual cluster ---------------------------------

@@ -178,12 +178,17 @@ class VirtualTransport:
         return f"VirtualTransport(rank {self.rank} of {self.world_size}, GPUs {self.gpus[:4]}...)"
 
     def group_rank(self, rank: int) -> int:
-        return rank
+        """This group's number for ``rank`` of the run's world (as torch.distributed names ranks)."""
+        try:
+            return self.gpus.index(rank)
+        except ValueError:
+            raise ValueError(f"rank {rank} is not a member of this group {self.gpus}") from None
 
     def subgroup(self, ranks) -> VirtualTransport | None:
         """A transport for ``ranks`` (ranks of this group), numbered ``0..len(ranks)-1`` in that order,
         with messages of its own; None on a rank outside it. Every rank of this group must make the
-        same subgroups in the same order (as ``torch.distributed.new_group``)."""
+        same subgroups in the same order (as ``torch.distributed.new_group``). Its :meth:`group_rank`
+        maps the run's world ranks to its own."""
         ranks = tuple(int(r) for r in ranks)
         if len(set(ranks)) != len(ranks) or not all(0 <= r < self.world_size for r in ranks):
             raise ValueError(
