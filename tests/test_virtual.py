@@ -363,3 +363,17 @@ def test_the_pipeline_bubble_is_p_minus_1_over_m_plus_p_minus_1(micro):
     run = virtual.run(_pipeline, "dgx_h100", 1, (micro, t), world_size=p, timeout=T)
     bubble = 1 - micro * 3 * t / run.elapsed
     assert bubble == pytest.approx((p - 1) / (micro + p - 1), rel=0.05)
+
+
+def _polls(rank):
+    x = torch.ones(1 << 20)
+    work = mc.all_reduce(x, async_op=True)
+    polls = 0
+    while not work.is_completed():  # each unsuccessful poll lets virtual time pass
+        polls += 1
+    return polls, x[0].item()
+
+
+def test_a_polling_loop_terminates():
+    run = virtual.run(_polls, "dgx_h100", 1, timeout=T)
+    assert all(r[1] == 8.0 and r[0] > 0 for r in run.results)

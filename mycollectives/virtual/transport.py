@@ -145,16 +145,11 @@ class VirtualWork:
         self.tensor.view(-1).copy_(data.view(-1))
 
     def is_completed(self) -> bool:
-        return self.activity.done_at is not None and self.activity.done_at <= _clock()
+        return self.t.cluster.maestro.test(self.activity)
 
     def wait(self, timeout: float | None = None) -> bool:
         self.t.cluster.maestro.wait(_m.current(), self.activity)
         return True
-
-
-def _clock() -> float:
-    actor = _m.current_or_none()
-    return actor.clock if actor is not None else float("inf")
 
 
 class VirtualTransport:
