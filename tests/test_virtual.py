@@ -377,3 +377,14 @@ def _polls(rank):
 def test_a_polling_loop_terminates():
     run = virtual.run(_polls, "dgx_h100", 1, timeout=T)
     assert all(r[1] == 8.0 and r[0] > 0 for r in run.results)
+
+
+def _future(rank):
+    x = torch.ones(1 << 16)
+    fut = mc.all_reduce(x, async_op=True).get_future()
+    doubled = fut.then(lambda f: f.value()[0] * 2)  # as a DDP communication hook chains its work
+    return fut.wait()[0][0].item(), doubled.wait()[0].item()
+
+
+def test_a_works_future_waits_in_virtual_time_and_chains():
+    assert virtual.run(_future, world_size=4, timeout=T).results == [(4.0, 8.0)] * 4
