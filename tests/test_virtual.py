@@ -198,11 +198,16 @@ def test_setup_hooks_and_subgroups():
             return None
         x = torch.tensor([float(rank)])
         mc.all_reduce(x, group=sub)
-        return sub.rank, sub.world_size, x.item()
+        y = torch.tensor([float(rank)])
+        if sub.rank == 0:
+            mc.send(y, dst=3, group=sub)  # world rank 3 is the subgroup's rank 1
+        else:
+            mc.recv(y, group_src=0, group=sub)
+        return sub.rank, sub.world_size, x.item(), y.item()
 
     run = virtual.run(fn, world_size=4, setup=[hook], timeout=T)
     assert sorted(seen) == [(r, 4) for r in range(4)]
-    assert run.results == [None, (0, 2, 4.0), None, (1, 2, 4.0)]
+    assert run.results == [None, (0, 2, 4.0, 1.0), None, (1, 2, 4.0, 1.0)]
 
 
 # --- the book's lessons, on the virtual cluster ---------------------------------
@@ -248,3 +253,138 @@ def test_the_library_ring_beats_naive_send_recv_at_large_sizes():
     ring = virtual.run(_naive, "dgx_h100", 1, (16 * MiB, False), timeout=T)
     naive = virtual.run(_naive, "dgx_h100", 1, (16 * MiB, True), timeout=T)
     assert max(ring.results) * 3 < max(naive.results)
+
+
+def _p2p(rank, overlap):
+    x = torch.full((4 << 20,), float(rank))  # 16 MiB
+    t0 = virtual.clock()
+    if rank == 0:
+        work = mc.isend(x, dst=1)
+        if overlap:
+            virtual.compute(seconds=1e-4)
+        work.wait()
+    else:
+        mc.recv(x, src=0)
+    return virtual.clock() - t0, x[-1].item()
+
+
+def test_isend_overlaps_with_compute_and_recv_gets_the_data():
+    alone = virtual.run(_p2p, "dgx_h100", 1, (False,), world_size=2, timeout=T)
+    both = virtual.run(_p2p, "dgx_h100", 1, (True,), world_size=2, timeout=T)
+    transfer = alone.results[1][0]
+    assert alone.results[1][1] == 0.0 and transfer > 1e-5
+    assert both.results[0][0] == pytest.approx(max(transfer, 1e-4), rel=1e-6)
+
+
+def test_symmetric_memory_is_refused_inside_a_run():
+    def fn(rank):
+        t = mc.symmetric.empty(16)
+        mc.symmetric.rendezvous(t)
+
+    with pytest.raises(ValueError, match="rendezvous on rank 0"):
+        virtual.run(fn, world_size=2, timeout=T)
+
+
+def test_the_wall_clock_guard_names_the_running_rank():
+    import time
+
+    with pytest.raises(TimeoutError, match="rank 0"):
+        virtual.run(lambda rank: time.sleep(3), world_size=1, timeout=1)
+
+
+def test_explicit_charges_use_the_roofline_and_the_straggler_factor():
+    def fn(rank):
+        a = virtual.compute(flops=1e12)
+        b = virtual.compute(bytes=1e9)
+        c = virtual.compute(flops=1e12, bytes=1e12)
+        return a, b, c
+
+    run = virtual.run(fn, "dgx_b200", world_size=2, slow={1: 3.0}, timeout=T)
+    roof = run.roofline
+    assert roof.peak_flops == virtual.GPU_ROOFLINES["B200"].peak_flops
+    assert run.results[0] == pytest.approx(
+        (1e12 / roof.peak_flops, 1e9 / roof.bandwidth, 1e12 / roof.bandwidth)
+    )
+    assert run.results[1] == pytest.approx(tuple(3 * x for x in run.results[0]))
+    assert run.elapsed == pytest.approx(3 * sum(run.results[0]))
+
+
+def _pairs(rank, senders):
+    x = torch.ones(4 << 20)  # 16 MiB
+    t0 = virtual.clock()
+    if rank in senders:
+        mc.send(x, dst=rank + 8)
+    elif rank - 8 in senders:
+        mc.recv(x, src=rank - 8)
+    return virtual.clock() - t0
+
+
+def test_concurrent_transfers_share_a_nic():
+    one = {"nics_per_node": 1}
+    alone = virtual.run(_pairs, "dgx_h100", 2, ({0},), timeout=T, **one).results[8]
+    shared = virtual.run(_pairs, "dgx_h100", 2, ({0, 1},), timeout=T, **one).results[8]
+    assert shared > 1.8 * alone - 1e-5  # two flows through one NIC: each at about half the rate
+
+
+def test_bucketed_overlap_hides_at_least_half_of_the_all_reduce_time():
+    from mycollectives.virtual.lesson import bucketed_step
+
+    args = (4, 4 * MiB, 1e-4)  # each piece of backward outlasts one bucket's all-reduce
+    comm = max(virtual.run(bucketed_step, "dgx_h100", 1, (4, 4 * MiB, 0.0, False), timeout=T).results)
+    serial = max(virtual.run(bucketed_step, "dgx_h100", 1, (*args, False), timeout=T).results)
+    both = max(virtual.run(bucketed_step, "dgx_h100", 1, (*args, True), timeout=T).results)
+    assert serial - both >= 0.5 * comm
+
+
+def _pipeline(rank, micro, t):
+    p = virtual.transport().world_size
+    act = torch.zeros(1024)
+    sends = []
+    for _ in range(micro):  # all forwards, then all backwards (GPipe)
+        if rank > 0:
+            mc.recv(act, src=rank - 1)
+        virtual.compute(seconds=t)
+        if rank < p - 1:
+            sends.append(mc.isend(act.clone(), dst=rank + 1))
+    for _ in range(micro):
+        if rank < p - 1:
+            mc.recv(act, src=rank + 1)
+        virtual.compute(seconds=2 * t)
+        if rank > 0:
+            sends.append(mc.isend(act.clone(), dst=rank - 1))
+    for w in sends:
+        w.wait()
+    return virtual.clock()
+
+
+@pytest.mark.parametrize("micro", [4, 16])
+def test_the_pipeline_bubble_is_p_minus_1_over_m_plus_p_minus_1(micro):
+    p, t = 4, 1e-3
+    run = virtual.run(_pipeline, "dgx_h100", 1, (micro, t), world_size=p, timeout=T)
+    bubble = 1 - micro * 3 * t / run.elapsed
+    assert bubble == pytest.approx((p - 1) / (micro + p - 1), rel=0.05)
+
+
+def _polls(rank):
+    x = torch.ones(1 << 20)
+    work = mc.all_reduce(x, async_op=True)
+    polls = 0
+    while not work.is_completed():  # each unsuccessful poll lets virtual time pass
+        polls += 1
+    return polls, x[0].item()
+
+
+def test_a_polling_loop_terminates():
+    run = virtual.run(_polls, "dgx_h100", 1, timeout=T)
+    assert all(r[1] == 8.0 and r[0] > 0 for r in run.results)
+
+
+def _future(rank):
+    x = torch.ones(1 << 16)
+    fut = mc.all_reduce(x, async_op=True).get_future()
+    doubled = fut.then(lambda f: f.value()[0] * 2)  # as a DDP communication hook chains its work
+    return fut.wait()[0][0].item(), doubled.wait()[0].item()
+
+
+def test_a_works_future_waits_in_virtual_time_and_chains():
+    assert virtual.run(_future, world_size=4, timeout=T).results == [(4.0, 8.0)] * 4

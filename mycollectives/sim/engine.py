@@ -160,23 +160,7 @@ def simulate(
         src, dst, nb = _messages(item, p, itemsize) if isinstance(item, Round) else item
         if len(src):
             timeline.add(i, len(src), extra_lat, *state.run(src, dst, nb))
-    base = model.base_latency
-    return SimResult(
-        collective=canonical(collective),
-        algorithm=algorithm,
-        protocol=model.proto.name,
-        nbytes=int(nbytes),
-        world_size=p,
-        topology=topology,
-        time_s=float(base + timeline.dur.sum() if n else 0.0),
-        bus_factor=busbw_factor(collective, p),
-        round_start=base + np.concatenate([[0.0], np.cumsum(timeline.dur)[:-1]]) if n else np.zeros(0),
-        round_time=timeline.dur,
-        round_flows=timeline.flows,
-        round_busiest=timeline.busiest,
-        link_bytes=timeline.link_bytes,
-        round_link_bytes=timeline.per_round,
-    )
+    return timeline.result(collective, algorithm, nbytes, p, model)
 
 
 def schedule_rounds(collective, algorithm, p, nbytes, itemsize=4, root=0, segment=None, local_size=None):
@@ -209,6 +193,25 @@ class _Timeline:
         self.link_bytes[links] += lbytes
         if self.per_round is not None:
             self.per_round[i, links] = lbytes
+
+    def result(self, collective: str, algorithm: str, nbytes: int, p: int, model: LinkModel) -> SimResult:
+        n, base = len(self.dur), model.base_latency
+        return SimResult(
+            collective=canonical(collective),
+            algorithm=algorithm,
+            protocol=model.proto.name,
+            nbytes=int(nbytes),
+            world_size=p,
+            topology=model.topo,
+            time_s=float(base + self.dur.sum() if n else 0.0),
+            bus_factor=busbw_factor(collective, p),
+            round_start=base + np.concatenate([[0.0], np.cumsum(self.dur)[:-1]]) if n else np.zeros(0),
+            round_time=self.dur,
+            round_flows=self.flows,
+            round_busiest=self.busiest,
+            link_bytes=self.link_bytes,
+            round_link_bytes=self.per_round,
+        )
 
 
 def _nvls(collective: str, nbytes: int, topo: Topology, p: int):

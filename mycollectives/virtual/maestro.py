@@ -24,6 +24,7 @@ import time
 from ..transport.base import TransportDeadlock
 
 _here = threading.local()
+POLL = 1e-6  # virtual seconds one unsuccessful poll (is_completed) costs
 
 
 class Aborted(BaseException):
@@ -131,8 +132,20 @@ class Maestro:
             actor.waiting = activity
             self._switch(actor)
             actor.waiting = None
-        actor.clock = max(actor.clock, activity.done_at)
+        actor.clock = max(actor.clock, activity.done_at)  # the next simcall lets the others catch up
+
+    def test(self, activity: Activity) -> bool:
+        """Whether ``activity`` is done by the calling actor's clock. A poll that finds it not done
+        costs ``POLL`` seconds and lets the others run, so a loop that polls lets virtual time pass
+        (SMPI charges ``MPI_Test`` for the same reason)."""
+        actor = current_or_none()
+        if actor is None:
+            return activity.done_at is not None
+        if activity.done_at is not None and activity.done_at <= actor.clock:
+            return True
+        actor.clock += POLL
         self.sync(actor)
+        return activity.done_at is not None and activity.done_at <= actor.clock
 
     def fire(self, activity: Activity, at: float) -> None:
         """``activity`` is done at virtual time ``at``: its waiters become ready."""
@@ -194,7 +207,10 @@ class Maestro:
             idle[0].error = Aborted()  # streams with nothing to do: let them end
             return idle[0]
         waits = "; ".join(f"{a.name} waits to {a.waiting.what if a.waiting else '?'}" for a in blocked)
-        msg = f"deadlock at virtual time {self.now:.6g} s: {waits}"
+        gone = sorted({a.rank for a in self.actors if a.done and a.name.startswith("rank")})
+        msg = f"deadlock at virtual time {self.now:.6g} s: {waits}" + (
+            f" (rank(s) {', '.join(map(str, gone))} already returned)" if gone else ""
+        )
         for a in blocked:
             a.error = TransportDeadlock(msg)
             self.ready(a)

@@ -148,41 +148,39 @@ def run(
 
     def body(actor: _m.Actor) -> None:
         r = actor.rank
-        t = VirtualTransport(world, tuple(range(p)), r, local_size=topo.gpus_per_node)
         charges[r] = actor.state["charge"] = Charge(actor, roof, slow.get(r, 1.0), world.span)
-        _local._current.transport = t
-        try:
-            with contextlib.ExitStack() as stack:
-                for h in hooks:
-                    cm = h(r, p)
-                    if cm is not None:
-                        stack.enter_context(cm)
-                with charges[r]:
-                    results[r] = fn(r, *args)
-        finally:
-            _local._current.transport = None
+        with _rank(VirtualTransport(world, tuple(range(p)), r, local_size=topo.gpus_per_node), hooks):
+            with charges[r]:
+                results[r] = fn(r, *args)
 
     actors = [maestro.spawn(r, f"rank {r}", r, body) for r in range(p)]
     t0 = time.perf_counter()
     maestro.start()
     _raise_first(maestro, topo)
-    clocks = [a.clock for a in actors]
     stats = {
         "flows": net.flows,
         "bytes": net.bytes,
         "switches": maestro.switches,
         "wall_s": time.perf_counter() - t0,
     }
-    return Run(
-        results,
-        max(a.clock for a in maestro.actors),
-        clocks,
-        topo,
-        roof,
-        world.spans,
-        [c.flops if c is not None else 0.0 for c in charges],
-        stats,
-    )
+    flops = [c.flops if c is not None else 0.0 for c in charges]
+    elapsed = max(a.clock for a in maestro.actors)
+    return Run(results, elapsed, [a.clock for a in actors], topo, roof, world.spans, flops, stats)
+
+
+@contextlib.contextmanager
+def _rank(transport: VirtualTransport, hooks: list):
+    """A rank's thread: its transport is what ``group=None`` means, and the setup hooks' contexts are held."""
+    _local._current.transport = transport
+    try:
+        with contextlib.ExitStack() as stack:
+            for h in hooks:
+                cm = h(transport.rank, transport.world_size)
+                if cm is not None:
+                    stack.enter_context(cm)
+            yield
+    finally:
+        _local._current.transport = None
 
 
 def _raise_first(maestro: _m.Maestro, topo: Topology) -> None:

@@ -17,7 +17,7 @@ import collections
 
 import torch
 
-from ..api.work import Work
+from ..api.work import Work, _settle
 from . import maestro as _m
 from .compute import paused
 
@@ -36,9 +36,32 @@ class StreamWork(Work):
         return True
 
     def is_completed(self) -> bool:
-        actor = _m.current_or_none()
-        at = self.activity.done_at
-        return at is not None and (actor is None or at <= actor.clock)
+        return self._maestro.test(self.activity)
+
+    def get_future(self) -> torch.futures.Future:
+        """A future of the call's outputs whose ``wait()`` and ``value()`` join the stream in virtual time."""
+        with self._lock:
+            if self._future is None:
+                self._future = _Future(self)
+                if self._done.is_set():
+                    _settle(self._future, self._outputs, self._error)
+            return self._future
+
+
+class _Future(torch.futures.Future):
+    """``torch.futures.Future`` whose waits are simcalls (a plain one would block the rank's thread for good)."""
+
+    def __init__(self, work: StreamWork):
+        super().__init__()
+        self._work = work
+
+    def wait(self):
+        self._work._maestro.wait(_m.current(), self._work.activity)
+        return super().wait()
+
+    def value(self):
+        self._work._maestro.wait(_m.current(), self._work.activity)
+        return super().value()
 
 
 class StreamLane:
@@ -61,7 +84,7 @@ class StreamLane:
                 job()
             self.cluster.span(me.rank, "comm", start, me.clock)
             return None
-        work = StreamWork(outputs, _m.Activity(f"wait for its stream (rank {me.rank})"), maestro)
+        work = StreamWork(outputs, _m.Activity(f"see its stream finish a call (rank {me.rank})"), maestro)
         self.pending += 1
         self.queue.append((job, work, me.clock))
         if self.actor is None:
@@ -98,5 +121,5 @@ class StreamLane:
             self.pending -= 1
             self.busy_until = actor.clock
             self.cluster.span(actor.rank, "stream", start, actor.clock)
+            maestro.fire(work.activity, actor.clock)  # first: callbacks of its future may wait on it
             work._finish(error)
-            maestro.fire(work.activity, actor.clock)

@@ -1,11 +1,13 @@
 """One rank's end of the virtual cluster: real tensors, virtual time.
 
 A :class:`VirtualTransport` implements the package's transport protocol
-(``transport/base.py``). A send copies the tensor at once (as the local
-world does) and starts a flow on the network; the receive completes when
-the flow has arrived and the receive is posted, and the data lands in the
-receiver's tensor then. Messages from one sender with one tag match
-receives in order, within one *namespace* (the world, or a subgroup).
+(``transport/base.py``). A send starts a flow on the network at once
+(eagerly: it needs no posted receive, as the local world's sends); when the
+flow arrives, its bytes land in the matching receive's tensor, or are copied
+aside until that receive is posted. A send is complete when its flow has
+arrived, so, as in torch.distributed, a sender must not change the tensor
+before then. Messages from one sender with one tag match receives in order,
+within one *namespace* (the world, or a :meth:`~VirtualTransport.subgroup`).
 
 A collective's messages are priced as the round simulator prices them:
 before running a schedule the executor calls :meth:`VirtualTransport.begin`,
@@ -52,11 +54,11 @@ class Cluster:
         return self.world_size + self._ids
 
     def span(self, rank: int, lane: str, start: float, end: float) -> None:
-        """Record that ``rank``'s ``lane`` was busy from ``start`` to ``end`` (merged with the one before)."""
+        """Record that ``rank``'s ``lane`` was busy from ``start`` to ``end`` (compute merged with the one before)."""
         if end <= start:
             return
         last = self._last.get((rank, lane))
-        if last is not None and last[3] == start:
+        if last is not None and last[3] == start and lane == "compute":  # a call on a stream stays one bar
             last[3] = end
         elif len(self.spans) < MAX_SPANS:
             last = self._last[(rank, lane)] = [rank, lane, start, end]
@@ -74,6 +76,8 @@ class Cluster:
                 src, dst, _ = _messages(rnd, len(gpus), 1) if isinstance(rnd, Round) else rnd
                 lat.append(self.net.model.round_latency(where[src], where[dst]) if len(src) else 0.0)
                 count.append(len(src))
+            if len(self.latencies) >= 512:  # all-to-all with splits makes a schedule per call
+                self.latencies.clear()
             hit = self.latencies[key] = (schedule, lat, count)
         return hit[1], hit[2]
 
@@ -141,16 +145,11 @@ class VirtualWork:
         self.tensor.view(-1).copy_(data.view(-1))
 
     def is_completed(self) -> bool:
-        return self.activity.done_at is not None and self.activity.done_at <= _clock()
+        return self.t.cluster.maestro.test(self.activity)
 
     def wait(self, timeout: float | None = None) -> bool:
         self.t.cluster.maestro.wait(_m.current(), self.activity)
         return True
-
-
-def _clock() -> float:
-    actor = _m.current_or_none()
-    return actor.clock if actor is not None else float("inf")
 
 
 class VirtualTransport:
@@ -174,12 +173,17 @@ class VirtualTransport:
         return f"VirtualTransport(rank {self.rank} of {self.world_size}, GPUs {self.gpus[:4]}...)"
 
     def group_rank(self, rank: int) -> int:
-        return rank
+        """This group's number for ``rank`` of the run's world (as torch.distributed names ranks)."""
+        try:
+            return self.gpus.index(rank)
+        except ValueError:
+            raise ValueError(f"rank {rank} is not a member of this group {self.gpus}") from None
 
     def subgroup(self, ranks) -> VirtualTransport | None:
         """A transport for ``ranks`` (ranks of this group), numbered ``0..len(ranks)-1`` in that order,
         with messages of its own; None on a rank outside it. Every rank of this group must make the
-        same subgroups in the same order (as ``torch.distributed.new_group``)."""
+        same subgroups in the same order (as ``torch.distributed.new_group``). Its :meth:`group_rank`
+        maps the run's world ranks to its own."""
         ranks = tuple(int(r) for r in ranks)
         if len(set(ranks)) != len(ranks) or not all(0 <= r < self.world_size for r in ranks):
             raise ValueError(
