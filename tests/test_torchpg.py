@@ -7,6 +7,12 @@ the whole batch.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -317,3 +323,66 @@ def test_work_in_flight_is_joined_by_future_wait_and_at_backward_end() -> None:
     x.register_hook(post_during_backward)
     (2 * x).sum().backward()
     assert handle.waits == 1 and handle.is_completed()  # autograd waited for it when backward ended
+
+
+# -- the lab scripts, their ranks as threads -----------------------------------------------------
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "labs" / "scripts"
+
+
+def _lab(script: str, mode: list[str], *args: str, tmp_path: Path) -> dict:
+    out = tmp_path / "result.json"
+    cmd = [sys.executable, str(SCRIPTS / script), *mode, *args, "--out", str(out)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(SCRIPTS.parents[1])}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    return json.loads(out.read_text())
+
+
+@pytest.mark.multiprocess
+@pytest.mark.timeout(300)
+def test_lab_ddp_runs_as_thread_ranks(tmp_path: Path) -> None:
+    res = _lab(
+        "ddp.py", ["--threads", "2"], "--width", "64", "--depth", "2", "--steps", "1", tmp_path=tmp_path
+    )
+    assert (res["mode"], res["world_size"], res["backend"]) == ("threads", 2, "mycollectives")
+    assert {"torch DDP", "torch DDP + mc hook"} <= set(
+        res["times"]
+    )  # the script checked every variant's gradients
+
+
+@pytest.mark.multiprocess
+@pytest.mark.timeout(300)
+def test_lab_pipeline_runs_as_thread_ranks(tmp_path: Path) -> None:
+    res = _lab(
+        "pipeline.py", ["--threads", "2"], "--width", "32", "--micro-batches", "1", "2", tmp_path=tmp_path
+    )
+    assert res["p"] == 2 and [r["m"] for r in res["sweep"]] == [1, 1, 2, 2]
+
+
+@pytest.mark.multiprocess
+def test_lab_virtual_flag_is_checked(tmp_path: Path) -> None:
+    cmd = [sys.executable, str(SCRIPTS / "moe.py"), "--virtual", "dgx_h100:two"]
+    env = {**os.environ, "PYTHONPATH": str(SCRIPTS.parents[1])}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode != 0 and "NODE[:NODES]" in proc.stderr
+
+
+@pytest.mark.multiprocess
+@pytest.mark.timeout(600)
+def test_lab_ddp_on_a_virtual_node(tmp_path: Path) -> None:
+    pytest.importorskip("mycollectives.virtual")
+    res = _lab(
+        "ddp.py",
+        ["--virtual", "dgx_h100"],
+        "--width",
+        "64",
+        "--depth",
+        "2",
+        "--steps",
+        "1",
+        tmp_path=tmp_path,
+    )
+    assert (res["mode"], res["world_size"], res["local_size"]) == ("virtual", 8, 8)
+    assert res["device"] == "virtual dgx_h100"
+    assert 0 < res["times"]["torch DDP"] < 0.1  # virtual seconds of a modelled H100 step, not this CPU's
