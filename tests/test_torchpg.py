@@ -137,6 +137,48 @@ def test_new_group_subgroups_and_package_calls_on_them() -> None:
             assert out["not_member"] == -1
 
 
+def _more(rank: int) -> dict:
+    import torch.distributed._functional_collectives as funcol
+    from torch.distributed.device_mesh import init_device_mesh
+
+    p = dist.get_world_size()
+    got = torch.zeros(1)
+    ops = [
+        dist.P2POp(dist.isend, torch.tensor([float(rank)]), (rank + 1) % p),
+        dist.P2POp(dist.irecv, got, (rank - 1) % p),
+    ]
+    for w in dist.batch_isend_irecv(ops):
+        w.wait()
+    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    tp = torch.tensor([float(rank)])
+    dist.all_reduce(tp, group=mesh.get_group("tp"))
+    part = torch.zeros(2)
+    dist.scatter(part, [torch.full((2,), 10.0 * r) for r in range(p)] if rank == 0 else None, src=0)
+    gathered = [torch.zeros(2) for _ in range(p)] if rank == 3 else None
+    dist.gather(part + 1, gathered, dst=3)
+    objs = [{"from": 0}] if rank == 0 else [None]
+    dist.broadcast_object_list(objs, src=0)
+    return dict(
+        batch=got.item(),
+        funcol=funcol.all_reduce(torch.tensor([1.0 + rank]), "sum", dist.group.WORLD).item(),
+        tp=tp.item(),
+        scatter=part.tolist(),
+        gather=[g.tolist() for g in gathered] if gathered else None,
+        obj=objs[0],
+    )
+
+
+def test_batch_p2p_functional_collectives_device_mesh_scatter_gather() -> None:
+    got = run_dist(_more, 4, timeout=30)
+    for rank, out in enumerate(got):
+        assert out["batch"] == (rank - 1) % 4
+        assert out["funcol"] == 10.0
+        assert out["tp"] == (1.0 if rank < 2 else 5.0)  # tp groups {0, 1} and {2, 3}
+        assert out["scatter"] == [10.0 * rank] * 2
+        assert out["obj"] == {"from": 0}
+    assert got[3]["gather"] == [[10.0 * r + 1] * 2 for r in range(4)]
+
+
 def test_unsupported_and_misuse_are_refused_clearly() -> None:
     def any_source(rank: int) -> None:
         if rank == 0:
@@ -323,6 +365,16 @@ def test_work_in_flight_is_joined_by_future_wait_and_at_backward_end() -> None:
     x.register_hook(post_during_backward)
     (2 * x).sum().backward()
     assert handle.waits == 1 and handle.is_completed()  # autograd waited for it when backward ended
+
+
+def test_fsdp2_inside_a_virtual_run() -> None:
+    virtual = pytest.importorskip("mycollectives.virtual")
+    run = virtual.run(_fsdp, cluster="dgx_h100", nodes=1, world_size=4, setup=[thread_world])
+    want = _reference(4)
+    for params in run.results:
+        for a, b in zip(params, want):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    assert run.elapsed > 0
 
 
 # -- the lab scripts, their ranks as threads -----------------------------------------------------
