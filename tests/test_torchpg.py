@@ -179,6 +179,18 @@ def test_batch_p2p_functional_collectives_device_mesh_scatter_gather() -> None:
     assert got[3]["gather"] == [[10.0 * r + 1] * 2 for r in range(4)]
 
 
+def test_a_torchrun_script_that_initialises_its_own_group_runs_unchanged() -> None:
+    def script(rank: int) -> float:
+        dist.init_process_group("gloo")  # as under torchrun: here the thread's world is set up already
+        t = torch.ones(1)
+        dist.all_reduce(t)
+        dist.destroy_process_group()
+        return t.item()
+
+    assert run_dist(script, 3, timeout=30) == [3.0, 3.0, 3.0]
+    assert dist.init_process_group.__module__ == "torch.distributed.distributed_c10d"  # torch's own again
+
+
 def test_unsupported_and_misuse_are_refused_clearly() -> None:
     def any_source(rank: int) -> None:
         if rank == 0:

@@ -12,7 +12,9 @@ that has not entered a thread world sees the process's own world, so a
 C++ keeps a registry of groups by name (what functional collectives look
 up); it is switched to one registry per thread while a thread world is open
 (``_set_thread_isolation_mode``), since every thread names its default
-group ``"0"``.
+group ``"0"``. Meanwhile ``dist.init_process_group`` called in a thread
+whose world is already set up does nothing, so a training script written
+for ``torchrun``, which initialises its own group, runs unchanged.
 """
 
 from __future__ import annotations
@@ -73,6 +75,16 @@ for _name in _FIELDS:
 _lock = threading.Lock()
 _open = 0  # thread worlds open now, in all threads
 _autograd_mt: object | None = None
+_torch_init = c10d.init_process_group
+
+
+def _init_process_group(*args, **kwargs) -> None:
+    """torch's ``init_process_group``, except in a thread whose world is set up: there, nothing."""
+    world = c10d._world
+    if isinstance(world, PerThreadWorld) and getattr(world.local, "state", None) is not None:
+        if world.default_pg is not None:
+            return
+    _torch_init(*args, **kwargs)
 
 
 def install() -> PerThreadWorld:
@@ -95,6 +107,7 @@ def enter(state: WorldState) -> PerThreadWorld:
     with _lock:
         if _open == 0:
             torch._C._distributed_c10d._set_thread_isolation_mode(True)
+            dist.init_process_group = c10d.init_process_group = _init_process_group
             # autograd runs backward in the calling thread (the rank's), not a device thread
             _autograd_mt = torch.autograd.set_multithreading_enabled(False)
         _open += 1
@@ -111,6 +124,7 @@ def leave() -> None:
         _open -= 1
         if _open == 0:
             torch._C._distributed_c10d._set_thread_isolation_mode(False)
+            dist.init_process_group = c10d.init_process_group = _torch_init
             if _autograd_mt is not None:
                 _autograd_mt.__exit__(None, None, None)
                 _autograd_mt = None
