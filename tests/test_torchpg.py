@@ -182,13 +182,17 @@ def test_batch_p2p_functional_collectives_device_mesh_scatter_gather() -> None:
 def test_a_torchrun_script_that_initialises_its_own_group_runs_unchanged() -> None:
     def script(rank: int) -> float:
         dist.init_process_group("gloo")  # as under torchrun: here the thread's world is set up already
+        pair = dist.new_group([0, 2], backend="gloo")  # a group of the thread world all the same
         t = torch.ones(1)
+        if rank != 1:
+            dist.all_reduce(t, group=pair)
         dist.all_reduce(t)
         dist.destroy_process_group()
         return t.item()
 
-    assert run_dist(script, 3, timeout=30) == [3.0, 3.0, 3.0]
-    assert dist.init_process_group.__module__ == "torch.distributed.distributed_c10d"  # torch's own again
+    assert run_dist(script, 3, timeout=30) == [5.0, 5.0, 5.0]
+    for fn in (dist.init_process_group, dist.new_group):
+        assert fn.__module__ == "torch.distributed.distributed_c10d"  # torch's own again
 
 
 def test_unsupported_and_misuse_are_refused_clearly() -> None:
