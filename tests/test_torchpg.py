@@ -7,6 +7,12 @@ the whole batch.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -129,6 +135,64 @@ def test_new_group_subgroups_and_package_calls_on_them() -> None:
         assert out["mc"] == sum(10.0 * r for r in members)
         if rank % 2:
             assert out["not_member"] == -1
+
+
+def _more(rank: int) -> dict:
+    import torch.distributed._functional_collectives as funcol
+    from torch.distributed.device_mesh import init_device_mesh
+
+    p = dist.get_world_size()
+    got = torch.zeros(1)
+    ops = [
+        dist.P2POp(dist.isend, torch.tensor([float(rank)]), (rank + 1) % p),
+        dist.P2POp(dist.irecv, got, (rank - 1) % p),
+    ]
+    for w in dist.batch_isend_irecv(ops):
+        w.wait()
+    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    tp = torch.tensor([float(rank)])
+    dist.all_reduce(tp, group=mesh.get_group("tp"))
+    part = torch.zeros(2)
+    dist.scatter(part, [torch.full((2,), 10.0 * r) for r in range(p)] if rank == 0 else None, src=0)
+    gathered = [torch.zeros(2) for _ in range(p)] if rank == 3 else None
+    dist.gather(part + 1, gathered, dst=3)
+    objs = [{"from": 0}] if rank == 0 else [None]
+    dist.broadcast_object_list(objs, src=0)
+    return dict(
+        batch=got.item(),
+        funcol=funcol.all_reduce(torch.tensor([1.0 + rank]), "sum", dist.group.WORLD).item(),
+        tp=tp.item(),
+        scatter=part.tolist(),
+        gather=[g.tolist() for g in gathered] if gathered else None,
+        obj=objs[0],
+    )
+
+
+def test_batch_p2p_functional_collectives_device_mesh_scatter_gather() -> None:
+    got = run_dist(_more, 4, timeout=30)
+    for rank, out in enumerate(got):
+        assert out["batch"] == (rank - 1) % 4
+        assert out["funcol"] == 10.0
+        assert out["tp"] == (1.0 if rank < 2 else 5.0)  # tp groups {0, 1} and {2, 3}
+        assert out["scatter"] == [10.0 * rank] * 2
+        assert out["obj"] == {"from": 0}
+    assert got[3]["gather"] == [[10.0 * r + 1] * 2 for r in range(4)]
+
+
+def test_a_torchrun_script_that_initialises_its_own_group_runs_unchanged() -> None:
+    def script(rank: int) -> float:
+        dist.init_process_group("gloo")  # as under torchrun: here the thread's world is set up already
+        pair = dist.new_group([0, 2], backend="gloo")  # a group of the thread world all the same
+        t = torch.ones(1)
+        if rank != 1:
+            dist.all_reduce(t, group=pair)
+        dist.all_reduce(t)
+        dist.destroy_process_group()
+        return t.item()
+
+    assert run_dist(script, 3, timeout=30) == [5.0, 5.0, 5.0]
+    for fn in (dist.init_process_group, dist.new_group):
+        assert fn.__module__ == "torch.distributed.distributed_c10d"  # torch's own again
 
 
 def test_unsupported_and_misuse_are_refused_clearly() -> None:
@@ -317,3 +381,76 @@ def test_work_in_flight_is_joined_by_future_wait_and_at_backward_end() -> None:
     x.register_hook(post_during_backward)
     (2 * x).sum().backward()
     assert handle.waits == 1 and handle.is_completed()  # autograd waited for it when backward ended
+
+
+def test_fsdp2_inside_a_virtual_run() -> None:
+    virtual = pytest.importorskip("mycollectives.virtual")
+    run = virtual.run(_fsdp, cluster="dgx_h100", nodes=1, world_size=4, setup=[thread_world])
+    want = _reference(4)
+    for params in run.results:
+        for a, b in zip(params, want):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    assert run.elapsed > 0
+
+
+# -- the lab scripts, their ranks as threads -----------------------------------------------------
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "labs" / "scripts"
+
+
+def _lab(script: str, mode: list[str], *args: str, tmp_path: Path) -> dict:
+    out = tmp_path / "result.json"
+    cmd = [sys.executable, str(SCRIPTS / script), *mode, *args, "--out", str(out)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(SCRIPTS.parents[1])}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    return json.loads(out.read_text())
+
+
+@pytest.mark.multiprocess
+@pytest.mark.timeout(300)
+def test_lab_ddp_runs_as_thread_ranks(tmp_path: Path) -> None:
+    res = _lab(
+        "ddp.py", ["--threads", "2"], "--width", "64", "--depth", "2", "--steps", "1", tmp_path=tmp_path
+    )
+    assert (res["mode"], res["world_size"], res["backend"]) == ("threads", 2, "mycollectives")
+    assert {"torch DDP", "torch DDP + mc hook"} <= set(
+        res["times"]
+    )  # the script checked every variant's gradients
+
+
+@pytest.mark.multiprocess
+@pytest.mark.timeout(300)
+def test_lab_pipeline_runs_as_thread_ranks(tmp_path: Path) -> None:
+    res = _lab(
+        "pipeline.py", ["--threads", "2"], "--width", "32", "--micro-batches", "1", "2", tmp_path=tmp_path
+    )
+    assert res["p"] == 2 and [r["m"] for r in res["sweep"]] == [1, 1, 2, 2]
+
+
+@pytest.mark.multiprocess
+def test_lab_virtual_flag_is_checked(tmp_path: Path) -> None:
+    cmd = [sys.executable, str(SCRIPTS / "moe.py"), "--virtual", "dgx_h100:two"]
+    env = {**os.environ, "PYTHONPATH": str(SCRIPTS.parents[1])}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode != 0 and "NODE[:NODES]" in proc.stderr
+
+
+@pytest.mark.multiprocess
+@pytest.mark.timeout(600)
+def test_lab_ddp_on_a_virtual_node(tmp_path: Path) -> None:
+    pytest.importorskip("mycollectives.virtual")
+    res = _lab(
+        "ddp.py",
+        ["--virtual", "dgx_h100"],
+        "--width",
+        "64",
+        "--depth",
+        "2",
+        "--steps",
+        "1",
+        tmp_path=tmp_path,
+    )
+    assert (res["mode"], res["world_size"], res["local_size"]) == ("virtual", 8, 8)
+    assert res["device"] == "virtual dgx_h100"
+    assert 0 < res["times"]["torch DDP"] < 0.1  # virtual seconds of a modelled H100 step, not this CPU's

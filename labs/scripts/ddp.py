@@ -1,6 +1,7 @@
 """Lab 4: data parallelism from scratch, and our all-reduce inside torch's DDP.
 
     torchrun --standalone --nproc-per-node 8 labs/scripts/ddp.py --out ddp.json --trace ddp_trace.json
+    python labs/scripts/ddp.py --virtual dgx_h100 --out ddp.json   # 8 virtual GPUs, no torchrun
 
 Three ways to average gradients, all checked against a single-process
 reference (the whole global batch on one model):
@@ -12,8 +13,6 @@ reference (the whole global batch on one model):
   is launched asynchronously (``async_op=True``: the package runs it on a
   communication thread, a virtual GPU on its communication stream) while
   backward goes on computing.
-
-``--virtual dgx_h100`` runs the same on a modelled DGX H100, in virtual time.
 """
 
 from __future__ import annotations

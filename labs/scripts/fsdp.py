@@ -1,6 +1,7 @@
 """Lab 5: fully sharded data parallelism (ZeRO-3) from reduce-scatter and all-gather.
 
     torchrun --standalone --nproc-per-node 8 labs/scripts/fsdp.py --out fsdp.json
+    python labs/scripts/fsdp.py --virtual dgx_h100:2 --out fsdp.json   # 16 virtual GPUs, no torchrun
 
 Every parameter of the model lives in one flat vector, padded to a multiple of
 the world size and cut into ``p`` shards; rank ``r`` keeps shard ``r`` of the

@@ -3,7 +3,9 @@
 ``torchrun(script, ...)`` runs ``python -m torch.distributed.run --standalone
 --nproc-per-node N labs/scripts/<script> --out <json>`` and returns rank 0's
 JSON. N is the number of GPUs in GPU mode (one rank per GPU), else 4 CPU
-processes with gloo.
+processes with gloo. ``virtual="dgx_h100:2"`` runs the same script without
+torchrun, its ranks as threads of one process on that virtual cluster
+(``python labs/scripts/<script> --virtual dgx_h100:2``), timed in virtual time.
 """
 
 from __future__ import annotations
@@ -32,20 +34,28 @@ def default_nproc() -> int:
     return torch.cuda.device_count() if gpu_mode() else 4
 
 
-def command(script: str, *args: str, nproc: int | None = None) -> list[str]:
-    """``python -m torch.distributed.run --standalone --nproc-per-node N labs/scripts/<script> ARGS``."""
+def command(script: str, *args: str, nproc: int | None = None, virtual: str | None = None) -> list[str]:
+    """``python -m torch.distributed.run --standalone --nproc-per-node N labs/scripts/<script> ARGS``,
+    or with ``virtual``, ``python labs/scripts/<script> --virtual NODE[:NODES] ARGS``."""
+    if virtual is not None:
+        return [sys.executable, str(SCRIPTS / script), "--virtual", virtual, *args]
     nproc = nproc or default_nproc()
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
     return cmd + [str(SCRIPTS / script), *args]
 
 
 def run_job(
-    script: str, *args: str, nproc: int | None = None, env: dict[str, str] | None = None, timeout: float = 600
+    script: str,
+    *args: str,
+    nproc: int | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 600,
+    virtual: str | None = None,
 ) -> subprocess.CompletedProcess:
-    """Run ``labs/scripts/<script>`` under torchrun and return the finished process, whether
-    or not a rank failed (chapter 6 runs jobs that are meant to fail)."""
+    """Run ``labs/scripts/<script>`` under torchrun (or on a ``virtual`` cluster) and return the
+    finished process, whether or not a rank failed (chapter 6 runs jobs that are meant to fail)."""
     full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
-    cmd = command(script, *args, nproc=nproc)
+    cmd = command(script, *args, nproc=nproc, virtual=virtual)
     return subprocess.run(cmd, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -56,20 +66,24 @@ def torchrun(
     env: dict[str, str] | None = None,
     timeout: float = 600,
     echo: bool = True,
+    virtual: str | None = None,
 ) -> dict:
-    """Run ``labs/scripts/<script>`` on ``nproc`` ranks; return rank 0's results.
+    """Run ``labs/scripts/<script>`` on ``nproc`` ranks (or on every GPU of a ``virtual``
+    cluster, ``"dgx_h100:2"``); return rank 0's results.
 
     Raises ``RuntimeError`` with the tail of the output if any rank fails
     (an assertion in a script fails the notebook cell that launched it).
     """
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "result.json"
-        proc = run_job(script, *args, "--out", str(out), nproc=nproc, env=env, timeout=timeout)
+        proc = run_job(
+            script, *args, "--out", str(out), nproc=nproc, env=env, timeout=timeout, virtual=virtual
+        )
         if echo and proc.stdout:
             print(proc.stdout, end="")
         if proc.returncode != 0:
             raise RuntimeError(
-                f"{' '.join(proc.args[2:])} failed with exit code {proc.returncode}:\n"
+                f"{' '.join(proc.args[1 if virtual else 2 :])} failed with exit code {proc.returncode}:\n"
                 f"{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
             )
         result = json.loads(out.read_text())

@@ -1,6 +1,7 @@
 """Lab 7: expert parallelism, an MoE layer whose tokens travel by all_to_all_single.
 
     torchrun --standalone --nproc-per-node 8 labs/scripts/moe.py --out moe.json
+    python labs/scripts/moe.py --virtual dgx_h100:2 --out moe.json   # 16 virtual GPUs, no torchrun
 
 ``E`` experts (two-layer MLPs) are spread over ``p`` ranks, ``E / p`` each. Every
 rank routes its own ``T`` tokens: a linear router scores the experts and each

@@ -1,6 +1,7 @@
 """Lab 2: ping-pong between every pair of ranks; alpha and beta per pair.
 
     torchrun --standalone --nproc-per-node 8 labs/scripts/pingpong.py --out pingpong.json
+    python labs/scripts/pingpong.py --virtual dgx_h100:2 --out pingpong.json   # 16 virtual GPUs, no torchrun
 
 Pairs take turns (one pair at a time, the others wait at a barrier), so each
 measurement sees an idle machine. Rank ``i`` sends ``n`` bytes to rank ``j``

@@ -1,6 +1,7 @@
 """Lab 6: pipeline parallelism with send/recv, GPipe and 1F1B.
 
     torchrun --standalone --nproc-per-node 8 labs/scripts/pipeline.py --out pipeline.json
+    python labs/scripts/pipeline.py --virtual dgx_h100:2 --out pipeline.json   # 16 virtual GPUs, no torchrun
 
 An MLP of ``p * layers`` blocks is cut into ``p`` stages, one per rank. A
 batch is split into ``m`` micro-batches. A schedule is data: for each stage, a

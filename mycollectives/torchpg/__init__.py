@@ -112,7 +112,7 @@ def thread_world(
     _world.enter(_world.WorldState())
     _thread.transport = t
     try:
-        dist.init_process_group(
+        _world._torch_init(
             BACKEND,
             store=dist.HashStore(),
             rank=t.rank,

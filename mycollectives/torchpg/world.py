@@ -12,7 +12,11 @@ that has not entered a thread world sees the process's own world, so a
 C++ keeps a registry of groups by name (what functional collectives look
 up); it is switched to one registry per thread while a thread world is open
 (``_set_thread_isolation_mode``), since every thread names its default
-group ``"0"``.
+group ``"0"``. Meanwhile ``dist.init_process_group`` called in a thread
+whose world is already set up does nothing, and ``dist.new_group`` there
+makes a group of the thread world whatever backend it names (``gloo`` or
+``nccl`` would look for peers the threads do not have), so a training
+script written for ``torchrun`` runs unchanged.
 """
 
 from __future__ import annotations
@@ -73,6 +77,33 @@ for _name in _FIELDS:
 _lock = threading.Lock()
 _open = 0  # thread worlds open now, in all threads
 _autograd_mt: object | None = None
+_torch_init, _torch_new_group = c10d.init_process_group, c10d.new_group
+
+
+def _in_thread_world() -> bool:
+    world = c10d._world
+    return isinstance(world, PerThreadWorld) and getattr(world.local, "state", None) is not None
+
+
+def _init_process_group(*args, **kwargs) -> None:
+    """torch's ``init_process_group``, except in a thread whose world is set up: there, nothing."""
+    if _in_thread_world() and c10d._world.default_pg is not None:
+        return
+    _torch_init(*args, **kwargs)
+
+
+def _new_group(ranks=None, timeout=None, backend=None, *args, **kwargs):
+    """torch's ``new_group``; in a thread world, on the world's backend whatever ``backend`` says."""
+    if _in_thread_world():
+        backend = None
+        kwargs.pop("pg_options", None)
+    return _torch_new_group(ranks, timeout, backend, *args, **kwargs)
+
+
+def _patch(on: bool) -> None:
+    init, new = (_init_process_group, _new_group) if on else (_torch_init, _torch_new_group)
+    dist.init_process_group = c10d.init_process_group = init
+    dist.new_group = c10d.new_group = new
 
 
 def install() -> PerThreadWorld:
@@ -95,6 +126,7 @@ def enter(state: WorldState) -> PerThreadWorld:
     with _lock:
         if _open == 0:
             torch._C._distributed_c10d._set_thread_isolation_mode(True)
+            _patch(True)
             # autograd runs backward in the calling thread (the rank's), not a device thread
             _autograd_mt = torch.autograd.set_multithreading_enabled(False)
         _open += 1
@@ -111,6 +143,7 @@ def leave() -> None:
         _open -= 1
         if _open == 0:
             torch._C._distributed_c10d._set_thread_isolation_mode(False)
+            _patch(False)
             if _autograd_mt is not None:
                 _autograd_mt.__exit__(None, None, None)
                 _autograd_mt = None
