@@ -62,7 +62,7 @@ test: lint fresh-book $(VENV)/.lab
 	$(PY) -m pytest -q -ra -m "not book" tests
 
 fresh-book:
-	rm -rf _build/.jupyter_cache _build/.doctrees _build/html _build/jupyter_execute
+	rm -rf _build/.jupyter_cache _build/.doctrees _build/html _build/jupyter_execute _build/reports
 	$(MAKE) book
 
 test-fast: lint
