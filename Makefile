@@ -58,8 +58,11 @@ format: $(VENV)/.test
 # The strict build executes every page (warnings and cell errors fail it), so
 # `test` clears the execution cache first and leaves nbval (`-m book`, one
 # page at a time: pytest tests/test_notebooks.py -k PAGE) out: each page runs once.
+# tests/test_build.py (`book`, but a throwaway book of its own) checks that a
+# failed page fails every build, however often it is rerun.
 test: lint fresh-book $(VENV)/.lab
 	$(PY) -m pytest -q -ra -m "not book" tests
+	$(PY) -m pytest -q -ra tests/test_build.py
 
 fresh-book:
 	rm -rf _build/.jupyter_cache _build/.doctrees _build/html _build/jupyter_execute _build/reports
