@@ -37,10 +37,14 @@ _FAILED: list[str] = []  # pages of this build that failed
 _EXECUTED_NOW: set[str] = set()  # pages executed by this build (the others came from the cache)
 
 
-def _say(text: str, end: str = "\n") -> None:
+def _say(text: str) -> None:
     """Progress on the terminal even under ``jupyter-book build -q`` (which silences Sphinx's log)."""
-    sys.stdout.write(text + end)
+    sys.stdout.write(text + "\n")
     sys.stdout.flush()
+
+
+def _has_class(node: Any, name: str) -> bool:
+    return hasattr(node, "get") and name in (node.get("classes") or [])
 
 
 def _exec_data(env: Any, docname: str) -> dict | None:
@@ -56,6 +60,9 @@ def _source_name(env: Any, docname: str) -> str:
 
 def _wrap_execution(app: Any) -> None:
     """Print the page before jupyter-cache executes it and the seconds after."""
+    _STATE.update(executed=0, seconds=0.0, cached=0)  # one build's totals
+    _FAILED.clear()
+    _EXECUTED_NOW.clear()
     try:
         from myst_nb.core.execute import cache as nb_cache
     except ImportError:  # another MyST-NB layout: pages are still checked, not announced
@@ -83,9 +90,7 @@ def _wrap_execution(app: Any) -> None:
 
 def _tracebacks(doctree: Any) -> list[Any]:
     """Output nodes MyST-NB rendered from a cell's error (class ``traceback``)."""
-    return [
-        n for n in doctree.findall() if "traceback" in (getattr(n, "get", lambda *_: [])("classes") or [])
-    ]
+    return list(doctree.findall(lambda n: _has_class(n, "traceback")))
 
 
 def _last_line(node: Any) -> str:
@@ -104,9 +109,7 @@ def _check_page(app: Any, doctree: Any) -> None:
         return
     what = data.get("error") if data and not data.get("succeeded") else None
     reason = ", ".join(x for x in (what, _last_line(errors[0]) if errors else "") if x) or "a cell raised"
-    for node in list(
-        doctree.findall(lambda n: "cell_output" in (n.get("classes") or []) if hasattr(n, "get") else False)
-    ):
+    for node in list(doctree.findall(lambda n: _has_class(n, "cell_output"))):
         node.parent.remove(node)  # partial outputs, tracebacks with local paths: none is published
     _failed(env).add(env.docname)
     _FAILED.append(env.docname)
