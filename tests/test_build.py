@@ -102,7 +102,7 @@ def test_a_failed_page_fails_every_build_until_it_is_fixed(tmp_path):
     (book / "page.md").write_text(PAGE.format(cell='print("fixed")'))
     run = _build(book, *FLAGS)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "executing page.md ..." in run.stdout and "slowest cell 2:" in run.stdout, run.stdout
+    assert "executing page.md ..." in run.stdout and "slowest cell" in run.stdout, run.stdout
     assert "executed 1 page(s)" in run.stdout
     assert "fixed" in (html / "page.html").read_text()
     again = _build(book, *FLAGS)  # warm: from the cache, nothing executed
