@@ -5,6 +5,8 @@
 # make lab       : the book as live notebooks in JupyterLab (jupytext, ipywidgets)
 # make test-fast : ruff and the package's tests, multi-process ones included:
 #                  no book, no browser (a few minutes)
+# make test-gpu  : every test that needs a CUDA GPU (marker gpu): CUDA tensors,
+#                  NCCL, symmetric memory; without a GPU each says it was skipped
 # Each target creates .venv and installs what it needs on first use.
 
 PYTHON ?= python3
@@ -18,7 +20,7 @@ PIP := PYTHONWARNINGS=ignore $(PY) -m pip
 # platform; failing that, any torch the platform offers).
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: test test-fast book fresh-book lab lint format clean
+.PHONY: test test-fast test-gpu book fresh-book lab lint format clean
 
 $(VENV)/.base:
 	$(PYTHON) -m venv $(VENV)
@@ -56,15 +58,21 @@ format: $(VENV)/.test
 # The strict build executes every page (warnings and cell errors fail it), so
 # `test` clears the execution cache first and leaves nbval (`-m book`, one
 # page at a time: pytest tests/test_notebooks.py -k PAGE) out: each page runs once.
+# tests/test_build.py (`book`, but a throwaway book of its own) checks that a
+# failed page fails every build, however often it is rerun.
 test: lint fresh-book $(VENV)/.lab
 	$(PY) -m pytest -q -ra -m "not book" tests
+	$(PY) -m pytest -q -ra tests/test_build.py
 
 fresh-book:
-	rm -rf _build/.jupyter_cache _build/.doctrees _build/html _build/jupyter_execute
+	rm -rf _build/.jupyter_cache _build/.doctrees _build/html _build/jupyter_execute _build/reports
 	$(MAKE) book
 
 test-fast: lint
 	$(PY) -m pytest -q -ra -m "not book and not browser" tests
+
+test-gpu: $(VENV)/.test
+	$(PY) -m pytest -q -ra -m gpu tests
 
 # MathJax is served from the build, not a CDN: the rendered book (and the
 # browser test) must work offline. npm is the registry that ships it.

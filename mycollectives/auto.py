@@ -5,10 +5,13 @@ Like NCCL's tuner, which times every algorithm and protocol as
 the alpha-beta-gamma time of every algorithm on the menu from its schedule
 (:func:`mycollectives.cost.predict`) and returns the cheapest: a newly
 registered algorithm is a candidate at once, formula or not. Above 64 ranks
-an algorithm with a closed form is ranked by it (microseconds, where building
-the schedules of a 4,096-rank call takes a minute); the two rankings agree
-wherever both are computed. The answer depends only on its arguments, so
-every rank picks the same algorithm.
+an algorithm with a closed form is ranked by it instead (microseconds, where
+building the schedules of a call on thousands of ranks takes seconds to
+minutes); up to 64 ranks the two rankings pick the same algorithm
+(``tests/test_auto_scale.py``; on sizes no ``p`` divides, a closed form
+charges the largest chunk and its pick is within 0.1 % of the counted best).
+The answer depends only on its arguments, so every rank picks the same
+algorithm.
 
 An algorithm that needs the node size (``hierarchical``) is considered only
 when ``local_size`` is given (the call's ``local_size=``, or torchrun's

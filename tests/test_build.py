@@ -94,7 +94,7 @@ def test_a_failed_page_fails_every_build_until_it_is_fixed(tmp_path):
         assert run.returncode != 0, log
         assert "executing page.md ..." in log and "page.md: ERROR: executing the page failed" in log, log
         assert "RuntimeError: planted failure" in log, log
-        published = "\n".join(p.read_text(errors="replace") for p in html.rglob("*.html"))
+        published = "\n".join(p.read_text(errors="replace") for p in html.rglob("*") if p.is_file())
         assert "first cell" not in published and "Traceback" not in published
         assert str(tmp_path) not in published
         assert not (html / "reports").exists() and list((book / "_build" / "reports").glob("*.log"))
@@ -102,6 +102,7 @@ def test_a_failed_page_fails_every_build_until_it_is_fixed(tmp_path):
     (book / "page.md").write_text(PAGE.format(cell='print("fixed")'))
     run = _build(book, *FLAGS)
     assert run.returncode == 0, run.stdout + run.stderr
+    assert "executing page.md ..." in run.stdout and "slowest cell" in run.stdout, run.stdout
     assert "executed 1 page(s)" in run.stdout
     assert "fixed" in (html / "page.html").read_text()
     again = _build(book, *FLAGS)  # warm: from the cache, nothing executed

@@ -21,11 +21,11 @@ def btree_parents(k: int) -> np.ndarray:
     A rank's parent clears its lowest set bit and sets the next one up
     (or just clears it, if that lands past the end): odd ranks are leaves.
     """
-    parent = np.full(k, -1, dtype=np.int64)
-    for r in range(1, k):
-        bit = r & -r
-        up = (r ^ bit) | (bit << 1)
-        parent[r] = up if up < k else r ^ bit
+    r = np.arange(k, dtype=np.int64)
+    bit = r & -r  # lowest set bit (0 for the root)
+    up = (r ^ bit) | (bit << 1)
+    parent = np.where(up < k, up, r ^ bit)
+    parent[:1] = -1
     return parent
 
 

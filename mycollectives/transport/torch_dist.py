@@ -160,6 +160,8 @@ class _DistWork:
                     raise TransportTimeout(
                         f"no completion after {timeout:g} s (waiting on ranks {self.peers})", peer=self.peer
                     )
+                for w in (self.work, *self.extra):
+                    w.wait()  # done now: raises the error NCCL recorded for it, if any
             else:  # gloo marks p2p work complete only inside wait(timeout)
                 for w in (self.work, *self.extra):
                     w.wait(datetime.timedelta(seconds=timeout))
