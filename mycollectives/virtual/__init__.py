@@ -85,7 +85,8 @@ def transport():
 
 def compute(seconds: float | None = None, *, flops: float | None = None, bytes: float | None = None) -> float:
     """Charge this rank's GPU: ``seconds`` of work, or ``flops`` and/or ``bytes`` on its roofline
-    (``max(flops / peak, bytes / bandwidth)``); a straggler's (``slow=``) takes longer. Returns the seconds charged."""
+    (``max(flops / peak, bytes / bandwidth)``, the tensor-core peak: say ``seconds`` for other
+    work); a straggler's (``slow=``) takes longer. Returns the seconds charged."""
     actor = _m.current()
     given = {k: v for k, v in (("seconds", seconds), ("flops", flops), ("bytes", bytes)) if v is not None}
     for k, v in given.items():

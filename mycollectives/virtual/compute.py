@@ -13,9 +13,12 @@ first values (``ones``, ``zeros``, ``rand``, ``arange``: the data's set-up);
 filling an existing one (``fill_``, ``zero_``) is charged. The package's own
 collectives are priced by the network, not here.
 
-Every op is charged at the GPU's dense 16-bit tensor-core peak whatever the
-tensor's dtype on the CPU: a float32 model on the virtual cluster stands for
-the bf16 model a GPU would train.
+An op is charged at the peak of its dtype: bfloat16 and float16 at the GPU's
+dense tensor-core peak; float32 (and wider) at its FP32 rate, which is what
+PyTorch's default gives a float32 matrix product on these GPUs (TF32 is off
+for matmuls unless ``torch.backends.cuda.matmul.allow_tf32`` is set). A
+float32 model on the virtual cluster is therefore priced as float32 on the
+GPU; cast it to bfloat16 to price a mixed-precision model.
 """
 
 from __future__ import annotations
@@ -47,6 +50,17 @@ GPU_ROOFLINES = {
     "GB200": Roofline(2500 * TFLOPS, 8000 * GB, "GB200 (bf16 dense)"),
 }
 
+# FP32 (non-tensor) peak per GPU: A100 and H100 from chapter 1's vendor table; H200 has the H100's compute;
+# B200 and GB200 from the per-GPU table of verda2025blackwell (75 TFLOP/s each).
+FP32_PEAK = {
+    "A100 SXM4": A100.peak_flops["fp32"],
+    "H100 SXM5": H100.peak_flops["fp32"],
+    "H200 SXM5": H100.peak_flops["fp32"],
+    "B200": 75 * TFLOPS,
+    "GB200": 75 * TFLOPS,
+}
+_TENSOR_CORE_DTYPES = (torch.bfloat16, torch.float16)
+
 # Ops that cost nothing: making a tensor's first values (the data's set-up, done once, not a step's work;
 # filling an existing tensor, ``fill_`` or ``zero_``, is a kernel and is charged), and ops that move no data.
 _FREE_OPS = frozenset(
@@ -61,16 +75,37 @@ _FREE_OPS = frozenset(
 _here = threading.local()
 
 
-def roofline_of(topology) -> Roofline:
-    """The roofline of the cluster's GPU (from the node it was built from); H100 if it says none."""
+def _gpu_of(topology) -> str:
     node = getattr(topology, "node", None)
     gpu = node.gpu if node is not None else "H100 SXM5"
-    return GPU_ROOFLINES.get(gpu, GPU_ROOFLINES["H100 SXM5"])
+    return gpu if gpu in GPU_ROOFLINES else "H100 SXM5"
+
+
+def roofline_of(topology, dtype: torch.dtype = torch.bfloat16) -> Roofline:
+    """The roofline of the cluster's GPU (from the node it was built from; H100 if it says
+    none) for ``dtype``: the tensor-core peak for 16-bit types, the FP32 rate otherwise."""
+    gpu = _gpu_of(topology)
+    roof = GPU_ROOFLINES[gpu]
+    if dtype in _TENSOR_CORE_DTYPES:
+        return roof
+    return Roofline(FP32_PEAK[gpu], roof.bandwidth, f"{gpu} (fp32)")
 
 
 def op_time(roof: Roofline, flops: float, nbytes: float) -> float:
     """Seconds of one kernel on ``roof`` (see the module)."""
     return max(flops / roof.peak_flops, nbytes / roof.bandwidth, KERNEL_FLOOR)
+
+
+def _dtype(tree) -> torch.dtype | None:
+    """The dtype of the first floating-point tensor in ``tree`` (an op's output, else its inputs)."""
+    stack = [tree]
+    while stack:
+        x = stack.pop(0)
+        if isinstance(x, torch.Tensor) and x.is_floating_point():
+            return x.dtype
+        if isinstance(x, (list, tuple)):
+            stack.extend(x)
+    return None
 
 
 def _bytes(tree) -> int:
@@ -90,9 +125,10 @@ def _bytes(tree) -> int:
 class Charge(TorchDispatchMode):
     """Charges every op this thread runs to ``actor``'s clock (see the module)."""
 
-    def __init__(self, actor, roof: Roofline, slow: float = 1.0, record=None):
+    def __init__(self, actor, roof: Roofline, slow: float = 1.0, record=None, fp32: Roofline | None = None):
         super().__init__()
         self.actor, self.roof, self.slow, self.record = actor, roof, slow, record
+        self.fp32 = fp32 or roof
         self.flops = 0.0
         self.bytes = 0.0
         self.ops = 0
@@ -109,7 +145,8 @@ class Charge(TorchDispatchMode):
         self.flops += flops
         self.bytes += nbytes
         self.ops += 1
-        self.charge(op_time(self.roof, flops, nbytes))
+        roof = self.roof if _dtype((out, args)) in _TENSOR_CORE_DTYPES else self.fp32
+        self.charge(op_time(roof, flops, nbytes))
         return out
 
     def charge(self, seconds: float) -> None:

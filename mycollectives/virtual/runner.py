@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+import torch
 
 from ..memory.roofline import Roofline
 from ..sim.engine import LinkModel
@@ -139,7 +140,7 @@ def run(
         raise ValueError(f"virtual.run: world_size must be an int in 1..{topo.num_gpus}, got {world_size!r}")
     slow, hooks = _check_slow(slow, p), _hooks(setup, dist)
     wall = float(timeout or os.environ.get("MYCOLLECTIVES_TIMEOUT", 600.0))
-    roof = roofline_of(topo)
+    roof, fp32 = roofline_of(topo), roofline_of(topo, torch.float32)
     net = Network(LinkModel(topo, protocol))
     maestro = _m.Maestro(net, wall)
     world = Cluster(maestro, net, wall, p)
@@ -148,7 +149,7 @@ def run(
 
     def body(actor: _m.Actor) -> None:
         r = actor.rank
-        charges[r] = actor.state["charge"] = Charge(actor, roof, slow.get(r, 1.0), world.span)
+        charges[r] = actor.state["charge"] = Charge(actor, roof, slow.get(r, 1.0), world.span, fp32)
         with _rank(VirtualTransport(world, tuple(range(p)), r, local_size=topo.gpus_per_node), hooks):
             with charges[r]:
                 results[r] = fn(r, *args)
