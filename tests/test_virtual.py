@@ -156,7 +156,7 @@ def _fails(rank):
 
 
 def test_an_exception_in_a_rank_is_re_raised_naming_it():
-    with pytest.raises(RuntimeError, match="boom") as info:
+    with pytest.raises(RuntimeError, match="rank 2 of a virtual run: boom") as info:
         virtual.run(_fails, "dgx_h100", 1, world_size=4, timeout=T)
     assert any("rank 2" in n for n in info.value.__notes__)
 

@@ -184,9 +184,11 @@ def _rank(transport: VirtualTransport, hooks: list):
 
 
 def _raise_first(maestro: _m.Maestro, topo: Topology) -> None:
+    """Re-raise the first failure, its message naming the rank where it did not already."""
     if maestro.failed:
         actor, first = maestro.failed[0]
-        first.add_note(
-            f"(raised on rank {actor.rank} of a virtual run on {topo.name}, {len(maestro.actors)} actors)"
-        )
+        where = f"rank {actor.rank}"
+        if where not in str(first) and first.args and isinstance(first.args[0], str):
+            first.args = (f"{where} of a virtual run: {first.args[0]}", *first.args[1:])
+        first.add_note(f"(raised on {where} of a virtual run on {topo.name}, {len(maestro.actors)} actors)")
         raise first
