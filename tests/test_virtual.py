@@ -388,3 +388,19 @@ def _future(rank):
 
 def test_a_works_future_waits_in_virtual_time_and_chains():
     assert virtual.run(_future, world_size=4, timeout=T).results == [(4.0, 8.0)] * 4
+
+
+def test_the_pages_exercise_check_accepts_the_pipeline_answer_and_rejects_the_sum(capsys):
+    from mycollectives.virtual.lesson import check_step_time
+
+    nbytes, t = 1 * MiB, 1e-5
+    c = simulate("all_reduce", "ring", nbytes, cluster("dgx_h100", nodes=1)).time_s
+    end = 0.0
+    for k in range(1, 5):
+        end = max(k * t, end) + c
+    check_step_time(end, nbytes=nbytes, seconds=t)
+    assert "Correct" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="step time"):
+        check_step_time(4 * (t + c), nbytes=nbytes, seconds=t)
+    with pytest.raises(AssertionError, match="replace None"):
+        check_step_time(None, nbytes=nbytes, seconds=t)

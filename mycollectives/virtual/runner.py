@@ -108,7 +108,12 @@ def _hooks(setup, dist: bool) -> list:
             raise ValueError(
                 "virtual.run(dist=True) needs mycollectives.torchpg (torch.distributed on a run)"
             ) from e
-        hooks.append(torchpg.setup)
+        hook = getattr(torchpg, "setup", None) or getattr(torchpg, "virtual_setup", None)
+        if hook is None:
+            raise ValueError(
+                "virtual.run(dist=True): mycollectives.torchpg has no setup(rank, world_size) hook"
+            )
+        hooks.append(hook)
     for h in hooks:
         if not callable(h):
             raise TypeError(f"virtual.run: every setup= hook must be callable(rank, world_size), got {h!r}")
