@@ -104,6 +104,8 @@ def test_a_degraded_link_slows_the_ring():
         _timed, "dgx_h100", 1, (16 * MiB, "ring"), degrade={(3, "n0.nvswitch"): 4.0}, timeout=T
     )
     assert max(r[0] for r in worse.results) > 2 * max(r[0] for r in base.results)
+    pair = virtual.run(_timed, "dgx_h100", 1, (16 * MiB, "ring"), degrade={(2, 3): 4.0}, timeout=T)
+    assert max(r[0] for r in pair.results) > 2 * max(r[0] for r in base.results)
 
 
 def _matmul(rank, m, n, k):
@@ -168,7 +170,8 @@ def test_an_exception_in_a_rank_is_re_raised_naming_it():
         ({"cluster": "dgx_h100", "nodes": 0}, ValueError),
         ({"cluster": "dgx_h100", "slow": {99: 2.0}}, ValueError),
         ({"cluster": "dgx_h100", "slow": {0: -1.0}}, ValueError),
-        ({"cluster": "dgx_h100", "degrade": {(0, 1): 2.0}}, ValueError),
+        ({"cluster": "dgx_h100", "degrade": {(0, 999): 2.0}}, ValueError),
+        ({"cluster": "dgx_h100", "degrade": {(0, 1): 0.5}}, ValueError),
         ({"cluster": "dgx_h100", "world_size": 9}, ValueError),
         ({"cluster": "dgx_h100", "setup": [3]}, TypeError),
         ({"cluster": cluster("dgx_h100", nodes=2), "nodes": 2}, ValueError),

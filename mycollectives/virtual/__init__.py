@@ -35,7 +35,8 @@ smaller group. Introduced in the book's chapter "The virtual cluster".
 * ``degrade={link: factor}`` or ``{(u, v): factor}``: links run ``factor``
   times slower: a link index, or the cable between vertices ``u`` and ``v``
   (indices or names such as ``(3, "n0.nvswitch")`` or ``("n1.nic0", "leaf0")``),
-  both directions. ``Topology.slowed(gpu, factor)`` slows one GPU's NVLink.
+  both directions; two GPUs without a cable between them (``(0, 1)``) slow every
+  link of the path between them. ``Topology.slowed(gpu, factor)`` slows one GPU's NVLink.
 * ``protocol``: NCCL's protocol whose constants price the links (``simple``, ``ll128``, ``ll``).
 * ``world_size``: use the first GPUs only; ``timeout``: wall-clock seconds before giving up.
 * ``setup=[hook, ...]``: each ``hook(rank, world_size)`` runs in the rank's thread before

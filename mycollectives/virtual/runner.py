@@ -67,7 +67,8 @@ def topology_of(cluster_: str | Topology, nodes: int = 1, degrade: dict | None =
 
 def degraded(topo: Topology, degrade: dict) -> Topology:
     """``topo`` with links slowed: ``{link: factor}`` (an index into ``topo.link_src``) or
-    ``{(u, v): factor}`` (the cable between vertices ``u`` and ``v``, by index or name, both ways)."""
+    ``{(u, v): factor}``: the cable between vertices ``u`` and ``v`` (by index or name), both ways;
+    for two GPUs with no cable between them, every link of the path between them, both ways."""
     bw = topo.link_bw.copy()
     for key, factor in degrade.items():
         if not isinstance(factor, numbers.Real) or not factor >= 1 or not math.isfinite(factor):
@@ -81,6 +82,9 @@ def degraded(topo: Topology, degrade: dict) -> Topology:
             hit = np.flatnonzero(
                 ((topo.link_src == u) & (topo.link_dst == v)) | ((topo.link_src == v) & (topo.link_dst == u))
             )
+            gpus = all(isinstance(x, numbers.Integral) and 0 <= x < topo.num_gpus for x in (u, v))
+            if not len(hit) and gpus and u != v:  # two GPUs with no cable between them: their path, both ways
+                hit = np.unique(topo.route([u, v], [v, u])[1])
         else:
             hit = np.zeros(0, np.int64)
         if not len(hit):
