@@ -23,6 +23,8 @@ from .compute import Charge, roofline_of
 from .network import Network
 from .transport import Cluster, VirtualTransport
 
+WALL_ENV = "MYCOLLECTIVES_VIRTUAL_TIMEOUT"  # wall-clock seconds a run may take (default 900)
+
 
 @dataclass
 class Run:
@@ -147,7 +149,7 @@ def run(
     if not isinstance(p, numbers.Integral) or isinstance(p, bool) or not 1 <= p <= topo.num_gpus:
         raise ValueError(f"virtual.run: world_size must be an int in 1..{topo.num_gpus}, got {world_size!r}")
     slow, hooks = _check_slow(slow, p), _hooks(setup, dist)
-    wall = float(timeout or os.environ.get("MYCOLLECTIVES_TIMEOUT", 600.0))
+    wall = float(timeout or os.environ.get(WALL_ENV, 900.0))
     roof = roofline_of(topo)
     net = Network(LinkModel(topo, protocol))
     maestro = _m.Maestro(net, wall)
