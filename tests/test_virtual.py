@@ -174,6 +174,7 @@ def test_an_exception_in_a_rank_is_re_raised_naming_it():
         ({"cluster": "dgx_h100", "degrade": {(0, 1): 0.5}}, ValueError),
         ({"cluster": "dgx_h100", "world_size": 9}, ValueError),
         ({"cluster": "dgx_h100", "setup": [3]}, TypeError),
+        ({"cluster": "dgx_h100", "timeout": -1}, ValueError),
         ({"cluster": cluster("dgx_h100", nodes=2), "nodes": 2}, ValueError),
     ],
 )

@@ -149,6 +149,10 @@ def run(
     if not isinstance(p, numbers.Integral) or isinstance(p, bool) or not 1 <= p <= topo.num_gpus:
         raise ValueError(f"virtual.run: world_size must be an int in 1..{topo.num_gpus}, got {world_size!r}")
     slow, hooks = _check_slow(slow, p), _hooks(setup, dist)
+    if timeout is not None and (not isinstance(timeout, numbers.Real) or not timeout > 0):
+        raise ValueError(
+            f"virtual.run: timeout must be a positive number of wall-clock seconds, got {timeout!r}"
+        )
     wall = float(timeout or os.environ.get(WALL_ENV, 900.0))
     roof = roofline_of(topo)
     net = Network(LinkModel(topo, protocol))
