@@ -104,6 +104,8 @@ def test_a_degraded_link_slows_the_ring():
         _timed, "dgx_h100", 1, (16 * MiB, "ring"), degrade={(3, "n0.nvswitch"): 4.0}, timeout=T
     )
     assert max(r[0] for r in worse.results) > 2 * max(r[0] for r in base.results)
+    pair = virtual.run(_timed, "dgx_h100", 1, (16 * MiB, "ring"), degrade={(2, 3): 4.0}, timeout=T)
+    assert max(r[0] for r in pair.results) > 2 * max(r[0] for r in base.results)
 
 
 def _matmul(rank, m, n, k):
@@ -156,7 +158,7 @@ def _fails(rank):
 
 
 def test_an_exception_in_a_rank_is_re_raised_naming_it():
-    with pytest.raises(RuntimeError, match="boom") as info:
+    with pytest.raises(RuntimeError, match="rank 2 of a virtual run: boom") as info:
         virtual.run(_fails, "dgx_h100", 1, world_size=4, timeout=T)
     assert any("rank 2" in n for n in info.value.__notes__)
 
@@ -168,9 +170,11 @@ def test_an_exception_in_a_rank_is_re_raised_naming_it():
         ({"cluster": "dgx_h100", "nodes": 0}, ValueError),
         ({"cluster": "dgx_h100", "slow": {99: 2.0}}, ValueError),
         ({"cluster": "dgx_h100", "slow": {0: -1.0}}, ValueError),
-        ({"cluster": "dgx_h100", "degrade": {(0, 1): 2.0}}, ValueError),
+        ({"cluster": "dgx_h100", "degrade": {(0, 999): 2.0}}, ValueError),
+        ({"cluster": "dgx_h100", "degrade": {(0, 1): 0.5}}, ValueError),
         ({"cluster": "dgx_h100", "world_size": 9}, ValueError),
         ({"cluster": "dgx_h100", "setup": [3]}, TypeError),
+        ({"cluster": "dgx_h100", "timeout": -1}, ValueError),
         ({"cluster": cluster("dgx_h100", nodes=2), "nodes": 2}, ValueError),
     ],
 )
@@ -388,3 +392,19 @@ def _future(rank):
 
 def test_a_works_future_waits_in_virtual_time_and_chains():
     assert virtual.run(_future, world_size=4, timeout=T).results == [(4.0, 8.0)] * 4
+
+
+def test_the_pages_exercise_check_accepts_the_pipeline_answer_and_rejects_the_sum(capsys):
+    from mycollectives.virtual.lesson import check_step_time
+
+    nbytes, t = 1 * MiB, 1e-5
+    c = simulate("all_reduce", "ring", nbytes, cluster("dgx_h100", nodes=1)).time_s
+    end = 0.0
+    for k in range(1, 5):
+        end = max(k * t, end) + c
+    check_step_time(end, nbytes=nbytes, seconds=t)
+    assert "Correct" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="step time"):
+        check_step_time(4 * (t + c), nbytes=nbytes, seconds=t)
+    with pytest.raises(AssertionError, match="replace None"):
+        check_step_time(None, nbytes=nbytes, seconds=t)

@@ -35,9 +35,12 @@ smaller group. Introduced in the book's chapter "The virtual cluster".
 * ``degrade={link: factor}`` or ``{(u, v): factor}``: links run ``factor``
   times slower: a link index, or the cable between vertices ``u`` and ``v``
   (indices or names such as ``(3, "n0.nvswitch")`` or ``("n1.nic0", "leaf0")``),
-  both directions. ``Topology.slowed(gpu, factor)`` slows one GPU's NVLink.
+  both directions; two GPUs without a cable between them (``(0, 1)``) slow every
+  link of the path between them. ``Topology.slowed(gpu, factor)`` slows one GPU's NVLink.
 * ``protocol``: NCCL's protocol whose constants price the links (``simple``, ``ll128``, ``ll``).
-* ``world_size``: use the first GPUs only; ``timeout``: wall-clock seconds before giving up.
+* ``world_size``: use the first GPUs only; ``timeout``: wall-clock seconds before giving up
+  (default ``MYCOLLECTIVES_VIRTUAL_TIMEOUT``, else 900): a rank that never hands control back
+  (an endless loop, a wait outside the package) is then named.
 * ``setup=[hook, ...]``: each ``hook(rank, world_size)`` runs in the rank's thread before
   ``fn`` and may return a context manager, held around ``fn``; ``dist=True`` adds
   ``mycollectives.torchpg``'s hook (torch.distributed inside the run).

@@ -27,7 +27,7 @@ import contextlib
 import threading
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from torch.utils.flop_counter import flop_registry
 
 from ..memory.roofline import Roofline
@@ -159,9 +159,18 @@ class Charge(TorchDispatchMode):
 
 @contextlib.contextmanager
 def paused():
-    """Ops run meanwhile in this thread are not charged (the package's own copies and reductions)."""
+    """Ops run meanwhile in this thread are not charged (the package's own copies and reductions):
+    the thread's dispatch modes are set aside, so those ops also skip the mode's Python overhead."""
     _here.paused = getattr(_here, "paused", 0) + 1
     try:
-        yield
+        if _here.paused == 1 and _torch_dispatch_mode_active():
+            with _disable_current_modes():
+                yield
+        else:
+            yield
     finally:
         _here.paused -= 1
+
+
+def _torch_dispatch_mode_active() -> bool:
+    return torch._C._len_torch_dispatch_stack() > 0

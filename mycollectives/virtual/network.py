@@ -7,8 +7,9 @@ re-shared whenever a flow starts or ends. Capacities and latencies come from
 :class:`mycollectives.sim.engine.LinkModel`, the round simulator's own model:
 one model, two engines. The round simulator starts a round's flows together
 and ends the round when the last is done; here every flow starts when its
-sender posts it, so ranks that get ahead or fall behind meet the traffic
-that is really in flight.
+sender posts it (a collective's round ``r + 1`` still waits for the end of
+its round ``r``, ``transport.py``), so ranks that compute, straggle or run
+several streams meet the traffic that is really in flight.
 """
 
 from __future__ import annotations

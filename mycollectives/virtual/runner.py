@@ -24,6 +24,8 @@ from .compute import Charge, roofline_of
 from .network import Network
 from .transport import Cluster, VirtualTransport
 
+WALL_ENV = "MYCOLLECTIVES_VIRTUAL_TIMEOUT"  # wall-clock seconds a run may take (default 900)
+
 
 @dataclass
 class Run:
@@ -68,7 +70,8 @@ def topology_of(cluster_: str | Topology, nodes: int = 1, degrade: dict | None =
 
 def degraded(topo: Topology, degrade: dict) -> Topology:
     """``topo`` with links slowed: ``{link: factor}`` (an index into ``topo.link_src``) or
-    ``{(u, v): factor}`` (the cable between vertices ``u`` and ``v``, by index or name, both ways)."""
+    ``{(u, v): factor}``: the cable between vertices ``u`` and ``v`` (by index or name), both ways;
+    for two GPUs with no cable between them, every link of the path between them, both ways."""
     bw = topo.link_bw.copy()
     for key, factor in degrade.items():
         if not isinstance(factor, numbers.Real) or not factor >= 1 or not math.isfinite(factor):
@@ -82,6 +85,9 @@ def degraded(topo: Topology, degrade: dict) -> Topology:
             hit = np.flatnonzero(
                 ((topo.link_src == u) & (topo.link_dst == v)) | ((topo.link_src == v) & (topo.link_dst == u))
             )
+            gpus = all(isinstance(x, numbers.Integral) and 0 <= x < topo.num_gpus for x in (u, v))
+            if not len(hit) and gpus and u != v:  # two GPUs with no cable between them: their path, both ways
+                hit = np.unique(topo.route([u, v], [v, u])[1])
         else:
             hit = np.zeros(0, np.int64)
         if not len(hit):
@@ -109,7 +115,12 @@ def _hooks(setup, dist: bool) -> list:
             raise ValueError(
                 "virtual.run(dist=True) needs mycollectives.torchpg (torch.distributed on a run)"
             ) from e
-        hooks.append(torchpg.setup)
+        hook = getattr(torchpg, "setup", None) or getattr(torchpg, "virtual_setup", None)
+        if hook is None:
+            raise ValueError(
+                "virtual.run(dist=True): mycollectives.torchpg has no setup(rank, world_size) hook"
+            )
+        hooks.append(hook)
     for h in hooks:
         if not callable(h):
             raise TypeError(f"virtual.run: every setup= hook must be callable(rank, world_size), got {h!r}")
@@ -139,7 +150,11 @@ def run(
     if not isinstance(p, numbers.Integral) or isinstance(p, bool) or not 1 <= p <= topo.num_gpus:
         raise ValueError(f"virtual.run: world_size must be an int in 1..{topo.num_gpus}, got {world_size!r}")
     slow, hooks = _check_slow(slow, p), _hooks(setup, dist)
-    wall = float(timeout or os.environ.get("MYCOLLECTIVES_TIMEOUT", 600.0))
+    if timeout is not None and (not isinstance(timeout, numbers.Real) or not timeout > 0):
+        raise ValueError(
+            f"virtual.run: timeout must be a positive number of wall-clock seconds, got {timeout!r}"
+        )
+    wall = float(timeout or os.environ.get(WALL_ENV, 900.0))
     roof, fp32 = roofline_of(topo), roofline_of(topo, torch.float32)
     net = Network(LinkModel(topo, protocol))
     maestro = _m.Maestro(net, wall)
@@ -185,9 +200,11 @@ def _rank(transport: VirtualTransport, hooks: list):
 
 
 def _raise_first(maestro: _m.Maestro, topo: Topology) -> None:
+    """Re-raise the first failure, its message naming the rank where it did not already."""
     if maestro.failed:
         actor, first = maestro.failed[0]
-        first.add_note(
-            f"(raised on rank {actor.rank} of a virtual run on {topo.name}, {len(maestro.actors)} actors)"
-        )
+        where = f"rank {actor.rank}"
+        if where not in str(first) and first.args and isinstance(first.args[0], str):
+            first.args = (f"{where} of a virtual run: {first.args[0]}", *first.args[1:])
+        first.add_note(f"(raised on {where} of a virtual run on {topo.name}, {len(maestro.actors)} actors)")
         raise first
