@@ -10,9 +10,17 @@ rank, and the default group is a :class:`ThreadProcessGroup` whose
 ``scatter``, ``reduce``, ``barrier``, ``send``/``recv`` and
 ``isend``/``irecv`` run the package's collectives on the thread's transport.
 ``dist.new_group(ranks)`` gives a group of some ranks, with a tag space of
-its own. So ``DistributedDataParallel`` (buckets, comm hooks) and training
-loops written for ``torchrun`` run unchanged, as ``torch``'s own threaded
-test process group lets its tests do.
+its own (on a virtual run, the run's own subgroups). So
+``DistributedDataParallel`` (buckets, comm hooks), FSDP2's ``fully_shard``,
+``DeviceMesh`` groups, functional collectives, ``batch_isend_irecv`` and
+training loops written for ``torchrun`` run unchanged, as ``torch``'s own
+threaded test process group lets its tests do (``virtual.run(fn,
+dist=True)`` opens a thread world in every rank). Inside one,
+``init_process_group`` does nothing and ``new_group`` ignores the backend
+it names (see :mod:`.world`). Not served: a receive from any source, several
+tensors per rank; they raise :class:`Unsupported`. The ranks share one
+process: seed per-rank randomness with a ``torch.Generator`` of its own,
+not ``torch.manual_seed`` (one generator for all threads).
 
 >>> import torch, torch.distributed as dist
 >>> from mycollectives.torchpg import run_dist
@@ -46,6 +54,7 @@ __all__ = [
     "ThreadProcessGroup",
     "TorchWork",
     "Unsupported",
+    "group_transport",
     "run_dist",
     "setup",
     "thread_world",
