@@ -108,8 +108,8 @@ def test_a_degraded_link_slows_the_ring():
     assert max(r[0] for r in pair.results) > 2 * max(r[0] for r in base.results)
 
 
-def _matmul(rank, m, n, k):
-    a, b = torch.ones(m, k), torch.ones(k, n)
+def _matmul(rank, m, n, k, dtype=torch.bfloat16):
+    a, b = torch.ones(m, k, dtype=dtype), torch.ones(k, n, dtype=dtype)
     t0 = virtual.clock()
     a @ b
     t1 = virtual.clock()
@@ -125,6 +125,16 @@ def test_compute_is_charged_by_flops_and_by_torch_ops():
     assert by_op == pytest.approx(2 * m * n * k / peak, rel=1e-9)
     assert by_flops == pytest.approx(by_op, rel=1e-9)
     assert run.flops[0] == 2 * m * n * k
+
+
+def test_float32_ops_are_charged_at_the_fp32_rate():
+    m, n, k = 1024, 1024, 2048
+    run = virtual.run(_matmul, "dgx_h100", 1, (m, n, k, torch.float32), world_size=1, timeout=T)
+    fp32 = virtual.roofline_of(virtual.topology_of("dgx_h100", 1, None), torch.float32)
+    by_op, by_flops = run.results[0]
+    assert fp32.peak_flops < run.roofline.peak_flops / 10  # H100: 67 against 989 TFLOP/s
+    assert by_op == pytest.approx(2 * m * n * k / fp32.peak_flops, rel=1e-9)
+    assert by_flops == pytest.approx(2 * m * n * k / run.roofline.peak_flops, rel=1e-9)
 
 
 def _memory_bound(rank):
