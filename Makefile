@@ -79,8 +79,11 @@ $(MATHJAX):
 
 # Strict: warnings are errors, references nitpicky. Notebooks execute once and
 # are cached (_build/.jupyter_cache): a warm rebuild re-executes nothing.
+# IPYTHONDIR: every page's kernel runs _ipython's startup file, which makes
+# each PNG record its smallest font for the browser test (the package itself
+# installs nothing on import).
 book: $(VENV)/.book $(MATHJAX)
-	set -o pipefail; $(VENV)/bin/jupyter-book build . -q --warningiserror --nitpick --keep-going 2>&1 \
+	set -o pipefail; IPYTHONDIR=$(CURDIR)/_ipython $(VENV)/bin/jupyter-book build . -q --warningiserror --nitpick --keep-going 2>&1 \
 	  | { grep -v "Kernel is running over TCP without encryption" || true; }
 	@echo "Open $(CURDIR)/_build/html/index.html in a browser."
 

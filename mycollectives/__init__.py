@@ -94,16 +94,3 @@ __all__ = [
     "PeerError",
     "DeadlockError",
 ]
-
-
-def _record_figure_fonts() -> None:
-    """In a notebook kernel, every PNG records its smallest font (see ``viz.figrecord``)."""
-    import sys
-
-    if "IPython" in sys.modules:  # never imports IPython or matplotlib where no kernel runs
-        from .viz.figrecord import install_in_notebook
-
-        install_in_notebook()
-
-
-_record_figure_fonts()
