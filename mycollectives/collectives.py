@@ -118,7 +118,7 @@ class Collective:
     in_torch = True  # torch.distributed has it, under the first function's name
     # the API functions that run it (torch.distributed's names), the flat-tensor
     # form first, each with how to call it on flat tensors (:class:`Call`)
-    forms: dict[str, Form] = {}
+    forms: dict = {}  # function name -> Form
 
     @property
     def functions(self) -> tuple[str, ...]:
