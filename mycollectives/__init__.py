@@ -51,7 +51,7 @@ from .ops import ReduceOp
 from .patch import patch_torch_distributed, unpatch_torch_distributed
 from .pingpong import calibrate
 from .transport import LocalWorld, run_local
-from .transport.gloo import GlooPool, run_gloo
+from .transport.launcher import GlooPool, run_gloo
 from .verify import VerificationError, verify
 
 __version__ = "0.1.0"
