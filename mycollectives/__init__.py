@@ -22,6 +22,7 @@ the API: ``pingpong`` (calibration), ``sim``, ``viz``, ``bench``,
 
 from __future__ import annotations
 
+from . import api
 from .algorithms import algorithms
 from .api import (
     all_gather,
@@ -94,3 +95,7 @@ __all__ = [
     "PeerError",
     "DeadlockError",
 ]
+__all__ += [fn for fn in api.__all__ if fn not in __all__]  # a collective added later: its API function too
+for _fn in __all__:
+    if _fn not in globals():
+        globals()[_fn] = getattr(api, _fn)
