@@ -97,5 +97,5 @@ __all__ = [
 ]
 __all__ += [fn for fn in api.__all__ if fn not in __all__]  # a collective added later: its API function too
 for _fn in __all__:
-    if _fn not in globals():
+    if not callable(globals().get(_fn)):
         globals()[_fn] = getattr(api, _fn)

@@ -149,12 +149,12 @@ def test_the_toy_is_benchmarked(toy):
 # ranks 0..r. torch.distributed has no such call, so the tests compare it with
 # the record's oracle; nothing in the package or the suite names it.
 
-SCAN = "scan"
+SCAN = "toy_scan"  # not "scan": the appendix adds a real one under that name
 
 
 class Scan(Collective):
     name, reducing, in_place, in_torch = SCAN, True, True, False
-    forms = {SCAN: lambda fn, c: c.lib.scan(c.out, c.op, c.group, **c.kw)}
+    forms = {SCAN: lambda fn, c: c.lib.toy_scan(c.out, c.op, c.group, **c.kw)}
 
     def oracle(self, spec, inputs, reduce):
         return [reduce(np.stack(inputs[: r + 1])) for r in range(spec.world_size)]
@@ -189,7 +189,9 @@ def ensure_scan() -> None:
     if SCAN not in COLLECTIVE:
         add_record(Scan())
         register(SCAN, "chain")(chain)
-        mc.scan = mc.api.scan = scan  # where a real one is exported: mycollectives.api and the package
+        mc.toy_scan = mc.api.toy_scan = (
+            scan  # where a real one is exported: mycollectives.api and the package
+        )
 
 
 @pytest.fixture
@@ -199,7 +201,7 @@ def toy_collective():
     yield SCAN
     unregister(SCAN, "chain")
     remove_record(SCAN)
-    del mc.scan, mc.api.scan
+    del mc.toy_scan, mc.api.toy_scan
     auto.choose.cache_clear()
 
 

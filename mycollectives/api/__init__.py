@@ -32,10 +32,10 @@ def _export_new_collectives() -> None:
     here = sys.modules[__name__]
     for name in discover(__name__, __path__):
         for fn in FUNCTIONS:
-            if not hasattr(here, fn) and hasattr(sys.modules[name], fn):
+            if not callable(getattr(here, fn, None)) and hasattr(sys.modules[name], fn):  # not the module
                 setattr(here, fn, getattr(sys.modules[name], fn))
                 __all__.append(fn)
-    missing = [fn for fn in FUNCTIONS if not hasattr(here, fn)]
+    missing = [fn for fn in FUNCTIONS if not callable(getattr(here, fn, None))]
     if missing:
         raise ImportError(f"mycollectives.api defines no function {missing} that a collective's record names")
 
