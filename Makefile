@@ -89,8 +89,11 @@ $(MATHJAX):
 # are cached (_build/.jupyter_cache): a warm rebuild re-executes nothing. A
 # page whose execution failed fails every build until it executes
 # (_ext/execution.py), which prints each page it executes and its seconds.
+# IPYTHONDIR: every page's kernel runs _ipython's startup file, which makes
+# each PNG record its smallest font for the browser test (the package itself
+# installs nothing on import).
 book: $(VENV)/.book $(MATHJAX)
-	set -o pipefail; $(VENV)/bin/jupyter-book build . -q --warningiserror --nitpick --keep-going 2>&1 \
+	set -o pipefail; IPYTHONDIR=$(CURDIR)/_ipython $(VENV)/bin/jupyter-book build . -q --warningiserror --nitpick --keep-going 2>&1 \
 	  | { grep --line-buffered -v "Kernel is running over TCP without encryption" || true; }
 	@echo "Open $(CURDIR)/_build/html/index.html in a browser."
 

@@ -22,6 +22,7 @@ the API: ``pingpong`` (calibration), ``sim``, ``viz``, ``bench``,
 
 from __future__ import annotations
 
+from . import api
 from .algorithms import algorithms
 from .api import (
     all_gather,
@@ -51,7 +52,7 @@ from .ops import ReduceOp
 from .patch import patch_torch_distributed, unpatch_torch_distributed
 from .pingpong import calibrate
 from .transport import LocalWorld, run_local
-from .transport.gloo import GlooPool, run_gloo
+from .transport.launcher import GlooPool, run_gloo
 from .verify import VerificationError, verify
 
 __version__ = "0.1.0"
@@ -94,16 +95,7 @@ __all__ = [
     "PeerError",
     "DeadlockError",
 ]
-
-
-def _record_figure_fonts() -> None:
-    """In a notebook kernel, every PNG records its smallest font (see ``viz.figrecord``)."""
-    import sys
-
-    if "IPython" in sys.modules:  # never imports IPython or matplotlib where no kernel runs
-        from .viz.figrecord import install_in_notebook
-
-        install_in_notebook()
-
-
-_record_figure_fonts()
+__all__ += [fn for fn in api.__all__ if fn not in __all__]  # a collective added later: its API function too
+for _fn in __all__:
+    if not callable(globals().get(_fn)):
+        globals()[_fn] = getattr(api, _fn)

@@ -118,7 +118,7 @@ class Collective:
     in_torch = True  # torch.distributed has it, under the first function's name
     # the API functions that run it (torch.distributed's names), the flat-tensor
     # form first, each with how to call it on flat tensors (:class:`Call`)
-    forms: dict[str, Form] = {}
+    forms: dict = {}  # function name -> Form
 
     @property
     def functions(self) -> tuple[str, ...]:
@@ -202,8 +202,10 @@ class Collective:
         return self.forms[function](function, Call(lib, spec, inp, out, op, root, group, rank, kw))
 
     def _spec_of(self, lib, inp, out, root, group) -> Spec:
+        """An even call read off the tensors (None where a rank has none): the
+        larger holds all ``p`` blocks where blocked (on the rank that has them)."""
         p = lib.get_world_size(group)
-        n = max(inp.numel(), out.numel()) if inp is not None else out.numel()
+        n = max([t.numel() for t in (inp, out) if t is not None], default=0)
         return self.with_count(p, n // p if self.blocked else n, **({"root": root} if self.rooted else {}))
 
 

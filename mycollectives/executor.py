@@ -12,10 +12,10 @@ For each round of this rank's plan (``plan.py``) the executor
 That keeps the meaning of a round (sends read the state at its start,
 writes land at its end) while overlapping reductions with communication. A
 receive that is a plain copy onto data nobody reads in this round goes
-straight into place. A transport that holds a received message where the
-receiver can read it (shared memory) offers ``work.view()``: the message is
-applied from there, with no staging copy, and ``work.release()`` hands the
-space back.
+straight into place. A transport that declares it holds received messages
+where the receiver can read them (shared memory; ``transport.contract``)
+hands them over with ``held()``: the message is applied from there, with no
+staging copy, and ``release()`` gives the space back.
 
 Waiting is bounded: if a peer does not answer within the timeout, the error
 names the collective, algorithm, round and peer.
@@ -31,9 +31,10 @@ import torch
 
 from . import flight
 from .errors import CollectiveTimeout, DeadlockError, PeerError
-from .plan import Blocks, Piece, cut, overlaps, plan, writes  # noqa: F401 (Blocks, writes re-exported)
+from .plan import Blocks, Piece, RoundPlan, cut, overlaps, plan, writes  # noqa: F401 (Blocks, writes re-exported)
 from .schedule import BUFFERS, Schedule
 from .transport.base import Label, Message, TransportDeadlock, TransportPeerError, TransportTimeout
+from .transport.contract import capabilities
 
 _workspaces: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -56,16 +57,18 @@ def workspace(transport, slot: str, numel: int, like: torch.Tensor) -> torch.Ten
     return t[:numel]
 
 
-def _wait(call, timeout: float, where: str, peer: int | None, what: str, note=flight.NOBODY):
+def wait_for(call, timeout: float, where: str, peer: int | None, what: str, note=flight.NOBODY):
     """``call(timeout)``, its transport's errors turned into the package's,
     each naming the collective, round and peer (``where`` says the first two;
     ``peer`` None: the one the transport's error names). The flight recorder's
-    ``note`` says whom this rank waits on meanwhile."""
+    ``note`` says whom this rank waits on meanwhile. The executor and the
+    load/store path both wait through here."""
     note.peer, note.what = peer, what
     try:
         out = call(timeout)
     except (TransportTimeout, TransportPeerError) as e:  # a TransportDeadlock is a TransportTimeout
         who = peer if peer is not None else e.peer if e.peer is not None else "?"
+        note.peer = e.peer if peer is None else peer
         if isinstance(e, TransportDeadlock):
             raise DeadlockError(f"{where}: {what} rank {who}: {e}") from e
         if isinstance(e, TransportTimeout):
@@ -121,70 +124,97 @@ def execute(
 ) -> None:
     """Run ``transport.rank``'s part of ``schedule`` on flat, contiguous ``buffers``
     (or :class:`Blocks` of them). ``combine(acc, x)`` folds ``x`` into ``acc``."""
-    me, timeout = transport.rank, timeout or transport.timeout
-    like = next(iter(buffers.values()))
     name = label or schedule.collective
+    if not capabilities(transport).messages:
+        raise ValueError(
+            f"{name} on rank {transport.rank}: {type(transport).__name__} declares no messages; "
+            "it cannot run a schedule by sending and receiving"
+        )
+    run = _Run(schedule, transport, buffers, combine, timeout or transport.timeout, name)
     sizes = {b: t.size for b, t in buffers.items() if isinstance(t, Blocks)}
-    note = flight.current()
-    note.enter(schedule.algorithm, len(schedule.rounds), name)
     if (begin := getattr(transport, "begin", None)) is not None:  # a virtual cluster prices the schedule
         begin(schedule, name)
+    for rp in plan(schedule, transport.rank):
+        run.note.round = rp.index
+        run.round(cut(rp, sizes) if sizes else rp)
 
-    def view(buf: int, off: int, count: int) -> torch.Tensor:
-        return buffers[buf][off : off + count]
 
-    def apply(data: torch.Tensor, pieces: list[Piece]) -> None:
+class _Run:
+    """One rank's run of one schedule: its buffers, and how a round goes."""
+
+    def __init__(self, schedule: Schedule, transport, buffers: dict, combine, timeout: float, name: str):
+        self.schedule, self.transport, self.buffers, self.combine = schedule, transport, buffers, combine
+        self.timeout, self.name, self.me = timeout, name, transport.rank
+        self.like = next(iter(buffers.values()))
+        self.in_place = capabilities(transport).read_in_place  # held() and release() (ReadsInPlace)
+        self.note = flight.current()
+        self.note.enter(schedule.algorithm, len(schedule.rounds), name)
+
+    def view(self, buf: int, off: int, count: int) -> torch.Tensor:
+        return self.buffers[buf][off : off + count]
+
+    def apply(self, data: torch.Tensor, pieces: list[Piece]) -> None:
         at = 0
         for buf, off, count, red in pieces:
-            part, into = data[at : at + count], view(buf, off, count)
+            part, into = data[at : at + count], self.view(buf, off, count)
             if red:
-                combine(into, part)
+                self.combine(into, part)
             else:
                 into.copy_(part)
             at += count
 
-    def packed(pieces: list[Piece]) -> torch.Tensor:
+    def packed(self, pieces: list[Piece]) -> torch.Tensor:
         """One peer's pieces end to end: a view if one, else a fresh copy."""
         if len(pieces) == 1:
-            return view(*pieces[0][:3])
-        return torch.cat([view(b, o, c) for b, o, c, _ in pieces])
+            return self.view(*pieces[0][:3])
+        return torch.cat([self.view(b, o, c) for b, o, c, _ in pieces])
 
-    for rp in plan(schedule, me):
-        note.round = rp.index
-        rp = cut(rp, sizes) if sizes else rp
-        where = f"{name} ({schedule.algorithm}) on rank {me}: round {rp.index} of {len(schedule.rounds)}"
+    def receives(self, rp: RoundPlan) -> list[tuple[Message, list[Piece], str]]:
+        """Each receive of the round, with where it lands: ``direct`` (in place),
+        ``now`` (staged, applied on arrival) or ``late`` (staged, applied at the
+        round's end: it lands on data this rank still sends)."""
         total = sum(p[2] for _, pieces in rp.recvs for p in pieces)
-        staging, at, recvs = workspace(transport, "staging", total, like), 0, []
+        staging, at, recvs = workspace(self.transport, "staging", total, self.like), 0, []
         for peer, pieces in rp.recvs:
-            direct = len(pieces) == 1 and not pieces[0][3] and not overlaps(pieces[0], rp.reads)
-            if direct:
-                recvs.append((Message(view(*pieces[0][:3]), peer), pieces, "direct"))
+            if len(pieces) == 1 and not pieces[0][3] and not overlaps(pieces[0], rp.reads):
+                recvs.append((Message(self.view(*pieces[0][:3]), peer), pieces, "direct"))
                 continue
             count = sum(p[2] for p in pieces)
-            late = any(overlaps(p, rp.reads) for p in pieces)  # lands on data still being sent
+            late = any(overlaps(p, rp.reads) for p in pieces)
             recvs.append((Message(staging[at : at + count], peer), pieces, "late" if late else "now"))
             at += count
+        return recvs
+
+    def round(self, rp: RoundPlan) -> None:
+        """Post the round's messages, apply each receive as it arrives, wait for the sends, copy, settle."""
+        s, t = self.schedule, self.transport
+        where = f"{self.name} ({s.algorithm}) on rank {self.me}: round {rp.index} of {len(s.rounds)}"
+        recvs = self.receives(rp)
         sends = [
-            Message(packed(pieces), peer, tuple((BUFFERS[b], o, c) for b, o, c, _ in pieces))
+            Message(self.packed(pieces), peer, tuple((BUFFERS[b], o, c) for b, o, c, _ in pieces))
             for peer, pieces in rp.sends
         ]
-        tag = Label(name, schedule.algorithm, rp.index)
-        post = functools.partial(transport.exchange, sends, [m for m, _, _ in recvs], tag)
-        send_works, recv_works = _wait(lambda _, post=post: post(), timeout, where, None, "post to", note)
+        post = functools.partial(
+            t.exchange, sends, [m for m, _, _ in recvs], Label(self.name, s.algorithm, rp.index)
+        )
+        send_works, recv_works = wait_for(lambda _: post(), self.timeout, where, None, "post to", self.note)
         deferred = []
         for (msg, pieces, mode), work in zip(recvs, recv_works):
-            in_place = getattr(work, "view", None) if mode == "now" else None
-            if in_place is not None:  # read where the transport holds it (shared memory)
-                apply(_wait(in_place, timeout, where, msg.peer, "receive from", note), pieces)
-                work.release()
-                continue
-            _wait(work.wait, timeout, where, msg.peer, "receive from", note)
+            if mode == "now" and self.in_place:  # read where the transport holds it (shared memory)
+                data = wait_for(
+                    functools.partial(t.held, work), self.timeout, where, msg.peer, "receive from", self.note
+                )
+                if data is not None:
+                    self.apply(data, pieces)
+                    t.release(work)
+                    continue
+            wait_for(work.wait, self.timeout, where, msg.peer, "receive from", self.note)
             if mode == "now":
-                apply(msg.tensor, pieces)
+                self.apply(msg.tensor, pieces)
             elif mode == "late":
                 deferred.append((msg.peer, msg.tensor, pieces))
         for msg, work in zip(sends, send_works):
-            _wait(work.wait, timeout, where, msg.peer, "send to", note)
+            wait_for(work.wait, self.timeout, where, msg.peer, "send to", self.note)
         for sbuf, soff, dbuf, doff, count, red in rp.local:
-            apply(view(sbuf, soff, count), [(dbuf, doff, count, red)])
-        settle(deferred, me, view, combine)
+            self.apply(self.view(sbuf, soff, count), [(dbuf, doff, count, red)])
+        settle(deferred, self.me, self.view, self.combine)

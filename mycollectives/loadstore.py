@@ -24,10 +24,9 @@ from collections.abc import Callable
 import torch
 
 from . import flight
-from .errors import CollectiveTimeout, PeerError
-from .executor import settle
+from .executor import settle, wait_for
+from .plan import overlaps, plan
 from .schedule import Schedule
-from .transport.base import TransportPeerError, TransportTimeout
 
 Item = tuple[int, int, int, int, int, int, bool, bool]  # src, sbuf, soff, dbuf, doff, count, reduce, late
 
@@ -37,15 +36,15 @@ def reads(schedule: Schedule, me: int) -> tuple[tuple[tuple[Item, ...], bool], .
     """Per round, what ``me`` reads and where it goes, and whether any rank has
     late writes in it (then every rank takes the extra barrier). ``late`` marks
     a write onto a region some rank reads in the same round (a peer, or ``me``
-    for a copy of its own), applied only once every rank has read."""
+    for a copy of its own), applied only once every rank has read. What a rank
+    reads in a round is the executor's plan's (:func:`~mycollectives.plan.plan`):
+    the regions it would send, which here its peers load."""
+    read = [{rp.index: rp.reads for rp in plan(schedule, r)} for r in range(schedule.world_size)]
     out = []
-    for rnd in schedule.rounds:
-        read_from = {}  # rank -> regions of it read this round
-        for s, b, o, c in zip(rnd.src.tolist(), rnd.sbuf.tolist(), rnd.soff.tolist(), rnd.count.tolist()):
-            read_from.setdefault(s, []).append((b, o, c))
+    for k, rnd in enumerate(schedule.rounds):
         items, any_late = [], False
         for src, dst, sbuf, soff, dbuf, doff, count, red in rnd.transfers():
-            late = any(b == dbuf and doff < o + c and o < doff + count for b, o, c in read_from.get(dst, ()))
+            late = overlaps((dbuf, doff, count, red), read[dst].get(k, ()))
             any_late |= late
             if dst == me:
                 items.append((src, sbuf, soff, dbuf, doff, count, bool(red), late))
@@ -109,18 +108,11 @@ def execute(
     note = flight.current()  # the flight recorder: round, and the barrier this rank waits in
     note.enter(schedule.algorithm, len(schedule.rounds), name)
 
-    def sync(where: str) -> None:
-        note.what = f"barrier {where}"
-        try:
-            handle.barrier(0, timeout)
-        except TransportTimeout as e:
-            note.peer = e.peer
-            raise CollectiveTimeout(
-                f"{name} ({schedule.algorithm}) on rank {me}: {where}: rank {e.peer} did not arrive"
-            ) from e
-        except TransportPeerError as e:
-            raise PeerError(f"{name} ({schedule.algorithm}) on rank {me}: {where}: {e}") from e
-        note.what = None
+    timeout = timeout or handle.timeout
+    at = f"{name} ({schedule.algorithm}) on rank {me}"
+
+    def sync(stage: str) -> None:
+        wait_for(lambda t: handle.barrier(0, t), timeout, at, None, f"barrier {stage}: waiting for", note)
 
     if not ready:
         sync("before round 0")

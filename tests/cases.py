@@ -27,8 +27,20 @@ DTYPES = {
 }
 # every API function, under the record of the collective it runs
 APIS = {f: c for c in RECORDS for f in c.functions}
-REDUCING = {api for api, c in APIS.items() if c.reducing}
-ROOTED = {api for api, c in APIS.items() if c.rooted}
+
+
+class _Having:
+    """The API functions whose record has a fact (``api in REDUCING``), asked of
+    the record at the time, so that a collective registered later counts too."""
+
+    def __init__(self, fact: str):
+        self.fact = fact
+
+    def __contains__(self, api: str) -> bool:
+        return bool(getattr(record(api), self.fact))
+
+
+REDUCING, ROOTED = _Having("reducing"), _Having("rooted")
 
 
 def variants(c) -> tuple[str, ...]:

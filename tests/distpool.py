@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 
-from mycollectives.transport.gloo import GlooPool
+from mycollectives.transport.launcher import GlooPool
 
 
 class Pool(GlooPool):

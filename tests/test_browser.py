@@ -11,8 +11,8 @@ Serves _build/html on localhost and opens each page (one test per page):
 
 How large a figure's text shows needs two numbers. The browser gives the
 scale (displayed width over the PNG's natural width); the font sizes only
-matplotlib knew, so each PNG carries them: in a notebook kernel the package
-makes every PNG record the smallest font it was drawn with, and its dpi
+matplotlib knew, so each PNG carries them: in the book build's kernels (the
+startup file in ``_ipython``) every PNG records the smallest font it was drawn with, and its dpi
 (``mycollectives.viz.figrecord``). Text shows at ``pt * dpi / 72 * scale``
 pixels. An image without that record fails: the test does not guess.
 ``test_the_checks_catch_a_crowded_figure_and_a_wide_output`` shows the
@@ -225,7 +225,7 @@ def _text_px(png: bytes, natural: float, shown: float) -> tuple[float, str] | st
     """The smallest text of a figure in CSS pixels as shown, and how it was computed; or what is missing."""
     record = read_record(png)
     if record is None:
-        return "has no font record (not a PNG matplotlib wrote in a kernel that imported mycollectives)"
+        return "has no font record (not a PNG matplotlib wrote in a kernel of the book build, IPYTHONDIR=_ipython)"
     if record["min_font_pt"] is None:
         return float("inf"), "no text"
     pt, dpi = record["min_font_pt"], record["dpi"]

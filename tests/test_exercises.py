@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import mycollectives as mc
+from mycollectives.collectives import record
 from mycollectives.exercises import ExerciseFailure, check_collective
 
 pytestmark = pytest.mark.timeout(120)
@@ -80,39 +81,12 @@ def test_right_answers_pass(fn, collective, capsys):
 
 @pytest.mark.parametrize("collective", mc.exercises.COLLECTIVES)
 def test_the_package_own_algorithms_pass_when_allowed(collective):
-    def fn(*args):
-        if collective == "broadcast":
-            mc.broadcast(args[0], args[1])
-        elif collective == "reduce":
-            mc.reduce(args[0], args[1])
-        elif collective == "all_reduce":
-            mc.all_reduce(args[0])
-        elif collective == "all_gather":
-            mc.all_gather_into_tensor(*args)
-        elif collective == "reduce_scatter":
-            mc.reduce_scatter_tensor(*args)
-        elif collective == "scatter":
-            out, inp, src = args
-            mc.scatter(
-                out,
-                list(inp.chunk(mc.get_world_size()))
-                if inp is not None and inp.numel()
-                else ([inp[:0]] * mc.get_world_size() if inp is not None else None),
-                src,
-            )
-        elif collective == "gather":
-            out, inp, dst = args
-            mc.gather(
-                inp,
-                list(out.chunk(mc.get_world_size()))
-                if out is not None and out.numel()
-                else ([out[:0]] * mc.get_world_size() if out is not None else None),
-                dst,
-            )
-        elif collective == "all_to_all":
-            mc.all_to_all_single(*args)
-        else:
-            mc.barrier()
+    c = record(collective)
+
+    def fn(*args):  # the exercise's arguments: (tensor[, root]) in place, else (output, input[, root])
+        *tensors, root = args if c.rooted else (*args, 0)
+        out, inp = (tensors[0], tensors[-1]) if tensors else (None, None)
+        c.call(mc, inp, out, mc.ReduceOp.SUM if c.reducing else None, root, None, mc.get_rank())
 
     assert check_collective(fn, collective, world_sizes=(1, 3, 4), counts=(0, 5), allow_collectives=True) > 0
 

@@ -64,3 +64,16 @@ def test_outside_a_kernel_nothing_is_installed():
 
 def test_read_record_wants_a_png():
     assert figrecord.read_record(b"GIF89a...") is None
+
+
+def test_importing_the_package_installs_no_hook():
+    """The book opts in (its IPython startup file); the package's import never reaches figrecord."""
+    from mycollectives.layers import import_graph
+
+    graph, seen, todo = import_graph(), set(), ["mycollectives"]
+    while todo:  # what importing the package imports at all (top level or in functions alike)
+        m = todo.pop()
+        if m not in seen:
+            seen.add(m)
+            todo += graph.get(m, ())
+    assert "mycollectives.viz.figrecord" not in seen

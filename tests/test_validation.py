@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from mycollectives.sim import validate
+from mycollectives.viz import validation
 from mycollectives.topology import NODES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,4 +47,4 @@ def test_every_point_is_sourced_and_every_exclusion_explained():
 
 
 def test_chapter_table_is_generated_from_the_dataset():
-    assert (ROOT / "chapters" / "_validation_table.md").read_text() == validate.table()
+    assert (ROOT / "chapters" / "_validation_table.md").read_text() == validation.table()

@@ -2,8 +2,10 @@
 
 :mod:`.registry` holds the menu and the one way from a call to a schedule
 (:func:`schedule_for`); each module beside it registers one family of
-builders. What a collective's buffers hold before and after every
-algorithm is its record's, in :mod:`mycollectives.collectives`.
+builders; a new module dropped into this folder is imported too (after
+these, in name order), so that adding an algorithm is adding one file. What a
+collective's buffers hold before and after every algorithm is its record's,
+in :mod:`mycollectives.collectives`.
 """
 
 from __future__ import annotations
@@ -24,11 +26,12 @@ from . import (  # noqa: E402,F401,I001
     scatter_gather,
     trees,
 )
-from .registry import (
+from .registry import (  # noqa: I001
     DEFAULT_SEGMENT_BYTES,
     Builder,
     algorithms,
     build,
+    discover,
     entry,
     register,
     schedule_for,
@@ -36,6 +39,8 @@ from .registry import (
     unregister,
     uses,
 )
+
+discover(__name__, __path__)  # a module added beside these registers its algorithms too, after them
 
 __all__ = [
     "ALIASES",

@@ -11,6 +11,9 @@ book's appendix "Adding an algorithm").
 from __future__ import annotations
 
 import functools
+import importlib
+import pkgutil
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -171,3 +174,16 @@ def schedule_for(
     if algorithm == "auto":
         raise ValueError("resolve 'auto' first: mycollectives.auto.choose(...)")
     return build(spec_for(collective, algorithm, world_size, nbytes, itemsize, **call), algorithm)
+
+
+def discover(package: str, path) -> list[str]:
+    """Import every module of ``package`` not imported yet (``_``-prefixed ones
+    excepted), in name order: a new algorithm file registers itself with no
+    other edit. Returns the modules it imported."""
+    found = []
+    for mod in sorted(pkgutil.iter_modules(path), key=lambda m: m.name):
+        name = f"{package}.{mod.name}"
+        if not mod.name.startswith("_") and name not in sys.modules:
+            importlib.import_module(name)
+            found.append(name)
+    return found

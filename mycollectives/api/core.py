@@ -33,7 +33,14 @@ from ..errors import CollectiveTimeout, PeerError
 from ..executor import execute, workspace
 from ..ops import ReduceOp, combiner, op_dtype_error
 from ..schedule import TMP, Schedule
-from ..transport import NotInGroup, Transport, TransportPeerError, TransportTimeout, resolve_group
+from ..transport import (
+    NotInGroup,
+    Transport,
+    TransportPeerError,
+    TransportTimeout,
+    capabilities,
+    resolve_group,
+)
 from .agree import agree, check_splits, handshake
 from .checks import Checker
 from .work import Work, lane_for
@@ -142,7 +149,7 @@ def _in_heap(transport, schedule: Schedule, buffers: dict):
     """``(handle, byte offset of each buffer)`` if every buffer the schedule
     uses lies in one symmetric block rendezvoused on ``transport`` (the same on
     every rank of a call the ranks agreed is in symmetric memory); else None."""
-    if TMP in schedule.buffers:
+    if TMP in schedule.buffers or not capabilities(transport).heap_loads:
         return None
     block, offsets = None, {}
     for buf, tensor in buffers.items():

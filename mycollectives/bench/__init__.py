@@ -14,9 +14,13 @@ Modules, one concern each:
 * ``cases``: how to run one collective with one algorithm (or natively);
 * ``runner``: warm-up, timing, interleaving and checking;
 * ``report``: the nccl-tests table, CSV and JSON;
-* ``model``: the alpha-beta-gamma prediction next to the measurement;
+* ``predicted``: the alpha-beta-gamma prediction next to the measurement;
 * ``plot``: busbw against size, predicted against measured;
-* ``cli``: the command line and the launch (torchrun or ``--nprocs``).
+* ``cli``: the command line and the launch (torchrun or ``--nprocs``);
+* ``local``: the same sweep on a local world (threads), for the pages;
+* ``heap``: symmetric memory's three ways timed side by side (chapter 4b);
+* ``buckets``, ``summary``, ``mpi``: page helpers (gradient buckets timed,
+  recorded sweeps read back as ratios, the recorded runs against MPI).
 """
 
 from __future__ import annotations

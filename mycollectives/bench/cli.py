@@ -19,7 +19,7 @@ import torch.distributed as dist
 from ..algorithms import algorithms
 from ..collectives import RECORDS
 from ..transport import TRANSPORT_ENV
-from ..transport.gloo import run_gloo
+from ..transport.launcher import run_gloo
 from . import report
 from .cases import NATIVE
 from .factors import DTYPES, parse_size, sizes
@@ -183,7 +183,7 @@ def _free_port() -> int:
 
 
 def _spawned(rank: int, args) -> None:
-    """One rank of ``--nprocs``: :func:`~mycollectives.transport.gloo.run_gloo` set up its group."""
+    """One rank of ``--nprocs``: :func:`~mycollectives.transport.launcher.run_gloo` set up its group."""
     bench(args)
 
 

@@ -19,15 +19,15 @@ well the model does:
   compared with the links they run on in a separate table.
 
 The simulator is never tuned point by point: every point runs the same
-the same simulator (:func:`~mycollectives.sim.simulate_nccl`). ``python -m
-mycollectives.sim.validate`` writes ``chapters/_validation_table.md``.
+simulator (:func:`~mycollectives.sim.simulate_nccl`). This module computes;
+the page's table is written by ``mycollectives.viz.validation``
+(``python -m mycollectives.viz.validation`` writes ``chapters/_validation_table.md``).
 """
 
 from __future__ import annotations
 
 import json
 import statistics
-import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -104,55 +104,9 @@ def summary(which: str = "asserted") -> dict[str, float]:
     return {"points": len(errs), "median": statistics.median(errs), "worst": max(errs)}
 
 
-def _size(n: int) -> str:
-    return f"{n / (1 << 30):g} GiB" if n >= 1 << 30 else f"{n / (1 << 20):g} MiB"
-
-
-def _row(p: Point) -> str:
-    r, err = results()[p.id]
-    m = p.model
-    how = f"{r.algorithm}/{r.protocol}" + ("" if m["algorithm"] else " (NCCL's pick)")
-    return (f"| {p.id} | {p.collective} | {p.setup} | {_size(m['size'])} | {how} | {p.busbw:.0f} | "
-            f"{r.busbw:.0f} | {100 * err:+.0f} % | {{cite}}`{p.source}` |")  # fmt: skip
-
-
-def table() -> str:
-    """Markdown: the asserted points, the points outside with their reasons, and DeepEP."""
-    head = ("| Point | Collective | GPUs | Size | Algorithm | Published busbw (GB/s) | Simulated | Error | Source |\n"
-            "|---|---|---|---|---|---|---|---|---|")  # fmt: skip
-    asserted = [p for p in points() if p.set == "asserted"]
-    s = summary()
-    lines = [f"**Asserted set**: {s['points']} points; median |error| {100 * s['median']:.1f} %, "
-             f"worst {100 * s['worst']:.1f} % (targets: {100 * TARGETS['median']:.0f} % and {100 * TARGETS['worst']:.0f} %).",
-             "", head] + [_row(p) for p in asserted]  # fmt: skip
-    assumed = sorted({a for p in asserted for a in p.model["assumed"]})
-    lines += ["", "Assumptions where a source is silent:", ""] + [f"- {a}" for a in assumed]
-    outside = [p for p in points() if p.set == "outside"]
-    lines += ["", "**Outside the asserted set**, with the reason (simulated where the model applies):", "",
-              "| Point | Collective | GPUs | Published busbw (GB/s) | Simulated | Error | Why outside | Source |",
-              "|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    for p in outside:
-        sim = f"{results()[p.id][0].busbw:.0f} | {100 * results()[p.id][1]:+.0f} %" if p.model else "- | -"
-        lines.append(f"| {p.id} | {p.collective} | {p.setup} | {p.busbw:.0f} | {sim} | {p.why_outside} | "
-                     f"{{cite}}`{p.source}` |")  # fmt: skip
-    lines += ["", "**DeepEP**, not busbw: its README quotes the links it runs on (H800: about 160 GB/s of NVLink, "
-              "one 400 Gb/s CX7 NIC, about 50 GB/s, per GPU); the dispatch and combine kernels' bottleneck "
-              "bandwidth against that link:", "",
-              "| Point | GPUs | Bottleneck bandwidth (GB/s) | Link | Fraction of the link |", "|---|---|---|---|---|"]  # fmt: skip
-    for p in points():
-        if p.set != "deepep":
-            continue
-        link, bw = (
-            ("NVLink", {"h800": 160.0, "h100": 450.0, "b200": 900.0}[p.gpu])
-            if p.nodes == 1
-            else ("RDMA", 50.0)
-        )
-        lines.append(f"| {p.id} | {p.setup} | {p.busbw:.0f} | {link}, {bw:.0f} GB/s | {p.busbw / bw:.2f} |")
-    return "\n".join(lines) + "\n"
-
-
-if __name__ == "__main__":  # pragma: no cover
-    out = sys.argv[1] if len(sys.argv) > 1 else "chapters/_validation_table.md"
-    text = table()
-    Path(out).write_text(text)
-    print(text)
+def deepep_link(p: Point) -> tuple[str, float]:
+    """The link a DeepEP point runs on and its bandwidth (GB/s), as DeepEP's README
+    quotes them: NVLink inside a node, one 400 Gb/s CX7 NIC (about 50 GB/s) across."""
+    if p.nodes == 1:
+        return "NVLink", {"h800": 160.0, "h100": 450.0, "b200": 900.0}[p.gpu]
+    return "RDMA", 50.0

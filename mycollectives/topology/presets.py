@@ -94,6 +94,38 @@ def nvlink_bridge_pair(gen: int = 4) -> Topology:
     return b.build(2, 2, sources=("nvidia2021a100ds", "nccl_topo", "pcie_base_spec"))
 
 
+def _check_cluster(spec, nodes, gpus, nics, fabric, nodes_per_leaf, oversubscription) -> None:
+    if nodes < 1 or not 1 <= gpus <= spec.gpus:
+        raise ValueError(f"cluster: nodes={nodes} must be >= 1 and gpus_per_node={gpus} in 1..{spec.gpus}")
+    if not 1 <= nics <= gpus or gpus % nics:
+        raise ValueError(f"cluster: nics_per_node={nics} must divide the node's {gpus} GPUs")
+    if fabric not in ("rail", "fat_tree"):
+        raise ValueError(f"cluster: fabric must be 'rail' or 'fat_tree', got {fabric!r}")
+    if oversubscription <= 0 or nodes_per_leaf < 1:
+        raise ValueError("cluster: oversubscription must be > 0 and nodes_per_leaf >= 1")
+
+
+def _network(b: Builder, spec, port, nodes, gpus, nics, fabric, nodes_per_leaf, oversubscription) -> None:
+    """The NICs, leaves and spine of a multi-node cluster, and each GPU's PCIe link to its NIC."""
+    gen = min(spec.pcie, port.pcie)
+    leaves = nics if fabric == "rail" else -(-nodes // nodes_per_leaf)
+    per_leaf = nodes * nics / leaves
+    width = nodes * (gpus + 2)
+    spine = b.vertex("spine", "spine", width / 2, -4.5)
+    leaf = [b.vertex(f"leaf{j}", "leaf", (j + 0.5) * width / leaves, -3.0) for j in range(leaves)]
+    for j in leaf:
+        b.cable("network", j, spine, per_leaf * port.usable / oversubscription, per_leaf * port.raw, NET)
+    for n in range(nodes):
+        x0 = n * (gpus + 2)
+        for k in range(nics):
+            v = b.vertex(f"n{n}.nic{k}", "nic", x0 + (k + 0.5) * gpus / nics - 0.5, -1.5)
+            b.cable(
+                "network", v, leaf[k if fabric == "rail" else n // nodes_per_leaf], port.usable, port.raw, NET
+            )
+            for i in range(k * gpus // nics, (k + 1) * gpus // nics):
+                b.cable("network", n * gpus + i, v, PCIE_RAW[gen] * PCIE_USABLE_FRACTION, PCIE_RAW[gen], PCI)
+
+
 def cluster(
     node: str = "dgx_h100",
     nodes: int = 2,
@@ -122,14 +154,7 @@ def cluster(
     spec, port = node_spec(node), nic_spec(nic or node_spec(node).nic)
     gpus = gpus_per_node or spec.gpus
     nics = gpus if nics_per_node is None else nics_per_node
-    if nodes < 1 or not 1 <= gpus <= spec.gpus:
-        raise ValueError(f"cluster: nodes={nodes} must be >= 1 and gpus_per_node={gpus} in 1..{spec.gpus}")
-    if not 1 <= nics <= gpus or gpus % nics:
-        raise ValueError(f"cluster: nics_per_node={nics} must divide the node's {gpus} GPUs")
-    if fabric not in ("rail", "fat_tree"):
-        raise ValueError(f"cluster: fabric must be 'rail' or 'fat_tree', got {fabric!r}")
-    if oversubscription <= 0 or nodes_per_leaf < 1:
-        raise ValueError("cluster: oversubscription must be > 0 and nodes_per_leaf >= 1")
+    _check_cluster(spec, nodes, gpus, nics, fabric, nodes_per_leaf, oversubscription)
     in_switch = NVLS_EFFICIENCY[spec.arch] if (spec.nvls if nvls is None else nvls) else 0.0
     title = node if nodes == 1 and gpus == spec.gpus else f"{nodes}x{node}-{nics}x{port.name}-{fabric}"
     b = Builder(title + ("-nvls" if in_switch and nodes > 1 else "") + ("-sharp" if sharp else ""))
@@ -139,30 +164,7 @@ def cluster(
         for g in range(n * gpus, (n + 1) * gpus):
             b.cable("nvswitch", g, sw, spec.nvlink_per_gpu, spec.nvlinks * spec.nvlink_raw, NVLINK)
     if nodes > 1:
-        gen = min(spec.pcie, port.pcie)
-        leaves = nics if fabric == "rail" else -(-nodes // nodes_per_leaf)
-        per_leaf = nodes * nics / leaves
-        width = nodes * (gpus + 2)
-        spine = b.vertex("spine", "spine", width / 2, -4.5)
-        leaf = [b.vertex(f"leaf{j}", "leaf", (j + 0.5) * width / leaves, -3.0) for j in range(leaves)]
-        for j in leaf:
-            b.cable("network", j, spine, per_leaf * port.usable / oversubscription, per_leaf * port.raw, NET)
-        for n in range(nodes):
-            x0 = n * (gpus + 2)
-            for k in range(nics):
-                v = b.vertex(f"n{n}.nic{k}", "nic", x0 + (k + 0.5) * gpus / nics - 0.5, -1.5)
-                b.cable(
-                    "network",
-                    v,
-                    leaf[k if fabric == "rail" else n // nodes_per_leaf],
-                    port.usable,
-                    port.raw,
-                    NET,
-                )
-                for i in range(k * gpus // nics, (k + 1) * gpus // nics):
-                    b.cable(
-                        "network", n * gpus + i, v, PCIE_RAW[gen] * PCIE_USABLE_FRACTION, PCIE_RAW[gen], PCI
-                    )
+        _network(b, spec, port, nodes, gpus, nics, fabric, nodes_per_leaf, oversubscription)
     sources = spec.sources + ((port.source, "pcie_base_spec") if nodes > 1 else ())
     return b.build(
         nodes * gpus,

@@ -3,13 +3,17 @@
 ``local`` runs ranks as threads of one process; ``torch_dist`` sends through
 a torch process group (gloo, NCCL); ``shm`` moves the bytes of CPU ranks on
 one host through shared memory. :func:`resolve_group` turns a call's
-``group`` into a transport, choosing with :func:`transport_for`.
+``group`` into a transport, choosing with :func:`transport_for` from the one
+table :data:`TRANSPORTS` (:func:`register_transport` adds an entry). What a
+transport can do it declares (``contract``: messages, loads from a heap,
+received messages read in place).
 """
 
 from __future__ import annotations
 
 import os
 import weakref
+from collections.abc import Callable
 
 from .base import (
     COLLECTIVE_TAG,
@@ -22,6 +26,7 @@ from .base import (
     TransportPeerError,
     TransportTimeout,
 )
+from .contract import Capabilities, ReadsInPlace, capabilities
 from .local import LocalTransport, LocalWorld, TraceEvent, current_local, run_local
 
 __all__ = [
@@ -43,11 +48,40 @@ __all__ = [
     "transport_for",
     "TRANSPORT_ENV",
     "TRANSPORTS",
+    "register_transport",
+    "Capabilities",
+    "ReadsInPlace",
+    "capabilities",
 ]
 
 TRANSPORT_ENV = "MYCOLLECTIVES_TRANSPORT"
-TRANSPORTS = ("group", "shm")
+Factory = Callable[[object, "float | None"], Transport]  # (process group, set-up timeout) -> transport
+
+
+def _group_transport(group, timeout: float | None) -> Transport:
+    from .torch_dist import TorchDistTransport
+
+    return TorchDistTransport(group)
+
+
+def _shm_transport(group, timeout: float | None) -> Transport:
+    from .shm import ShmTransport
+
+    return ShmTransport(group, setup_timeout=timeout)
+
+
+# The one table transports are chosen from: MYCOLLECTIVES_TRANSPORT names an
+# entry (the first is the default); a new transport is one more entry.
+TRANSPORTS: dict[str, Factory] = {"group": _group_transport, "shm": _shm_transport}
 _transports: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def register_transport(name: str, factory: Factory) -> None:
+    """Add a transport to the table, for ``MYCOLLECTIVES_TRANSPORT={name}``:
+    ``factory(group, timeout)`` builds one rank's end for a process group."""
+    if not name or name in TRANSPORTS:
+        raise ValueError(f"register_transport: {name!r} is empty or taken; the table has {tuple(TRANSPORTS)}")
+    TRANSPORTS[name] = factory
 
 
 def resolve_group(group=None, timeout: float | None = None) -> Transport:
@@ -80,26 +114,22 @@ def resolve_group(group=None, timeout: float | None = None) -> Transport:
 def transport_for(group=None, timeout: float | None = None):
     """One cached transport per process group (None: the default group).
 
-    ``MYCOLLECTIVES_TRANSPORT`` picks its kind, the same on every rank:
-    ``group`` (the default, the process group's own send and receive) or
-    ``shm`` (:class:`~mycollectives.transport.shm.ShmTransport`, for ranks
-    on one host). The cache is keyed weakly by the group and transports
-    hold their group weakly, so destroying a group frees its transport too.
-    ``timeout`` bounds the set-up of a transport whose construction is
-    collective (shared memory's).
+    ``MYCOLLECTIVES_TRANSPORT`` picks its kind from :data:`TRANSPORTS`, the
+    same on every rank: ``group`` (the default, the process group's own send
+    and receive) or ``shm`` (:class:`~mycollectives.transport.shm.ShmTransport`,
+    for ranks on one host). The cache is keyed weakly by the group and
+    transports hold their group weakly, so destroying a group frees its
+    transport too. ``timeout`` bounds the set-up of a transport whose
+    construction is collective (shared memory's).
     """
     import torch.distributed as dist
-
-    from .shm import ShmTransport
-    from .torch_dist import TorchDistTransport
 
     key = dist.group.WORLD if group is None else group
     t = _transports.get(key)
     if t is None:
-        kind = os.environ.get(TRANSPORT_ENV, "group") or "group"
+        default = next(iter(TRANSPORTS))
+        kind = os.environ.get(TRANSPORT_ENV, default) or default
         if kind not in TRANSPORTS:
-            raise ValueError(f"{TRANSPORT_ENV}={kind!r}: expected one of {TRANSPORTS}")
-        t = _transports[key] = (
-            ShmTransport(key, setup_timeout=timeout) if kind == "shm" else TorchDistTransport(key)
-        )
+            raise ValueError(f"{TRANSPORT_ENV}={kind!r}: expected one of {tuple(TRANSPORTS)}")
+        t = _transports[key] = TRANSPORTS[kind](key, timeout)
     return t

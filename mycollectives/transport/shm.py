@@ -55,6 +55,7 @@ import torch
 
 from ..errors import CollectiveTimeout, PeerError
 from .base import COLLECTIVE_TAG, Done, Label, Message, TransportPeerError, TransportTimeout
+from .contract import Capabilities
 from .shm_bells import Doorbells
 from .shm_regions import Inbox, Outbox, host_id, stem, unlink_all
 from .shm_setup import on_sigterm
@@ -69,6 +70,7 @@ class ShmTransport:
     bytes of large messages moved through shared memory (see the module)."""
 
     local = False
+    capabilities = Capabilities(messages=True, heap_loads=True, read_in_place=True)
 
     def __init__(
         self,
@@ -159,6 +161,13 @@ class ShmTransport:
         if not self._shared(tensor, tag):
             return self.inner.irecv(tensor, src, tag, label)
         return _ShmRecv(self, tensor, src, self.bells.ticket(src))
+
+    def held(self, work, timeout: float | None = None) -> torch.Tensor | None:
+        """A large message where it lies in shared memory; None for a small one (see ``contract``)."""
+        return work.view(timeout) if isinstance(work, _ShmRecv) else None
+
+    def release(self, work) -> None:
+        work.release()
 
     def exchange(self, sends: list[Message], recvs: list[Message], label: Label):
         recv_works = [self.irecv(m.tensor, m.peer, COLLECTIVE_TAG, label) for m in recvs]

@@ -79,6 +79,42 @@ def _on_arc(a: np.ndarray, b: np.ndarray, rad: float, t: float) -> np.ndarray:
     return (1 - t) ** 2 * a + 2 * (1 - t) * t * control + t**2 * b
 
 
+def _ranks(p: int, topo: Topology | None, ax: Axes | None) -> tuple[Axes, np.ndarray]:
+    """The ranks drawn (on ``topo``, or as a ring of discs) and their positions."""
+    import matplotlib.pyplot as plt
+
+    if topo is not None:
+        return draw_topology(topo, ax), topo.pos[:p] + [0, 0.25]
+    ax = ax or plt.subplots(figsize=(4, 4))[1]
+    pos = ring_positions(p)
+    ax.scatter(*pos.T, s=260 if p <= 6 else 170, color="tab:green", zorder=3)
+    for r in range(p):
+        ax.annotate(str(r), pos[r], ha="center", va="center", color="white", fontsize=9, zorder=4)
+    ax.set_aspect("equal")
+    ax.set_axis_off()
+    return ax, pos
+
+
+def _arrows(schedule: Schedule, k: int, buf: int) -> dict[tuple[int, int], tuple[list, bool]]:
+    """Round ``k``'s messages, one per (sender, receiver): the pieces of
+    buffer ``buf`` they carry, ``(offset, count)`` each, and whether any adds."""
+    r = schedule.rounds[k]
+    remote = r.src != r.dst
+    out: dict[tuple[int, int], tuple[list, bool]] = {}
+    cols = (
+        getattr(r, c)[remote].tolist()
+        for c in ("src", "dst", "sbuf", "soff", "dbuf", "doff", "count", "reduce")
+    )
+    for s, d, sb, so, db, do, n, red in zip(*cols):
+        got, adds = out.get((s, d), ([], False))
+        if db == buf:
+            got.append((do, n))
+        elif sb == buf:
+            got.append((so, n))
+        out[s, d] = (got, adds or bool(red))
+    return out
+
+
 def draw_round(
     schedule: Schedule, k: int, topo: Topology | None = None, ax: Axes | None = None, labels: bool = True
 ) -> Axes:
@@ -89,42 +125,13 @@ def draw_round(
     (``c2``: the columns of :func:`~mycollectives.viz.buffers.draw_buffers`),
     unless the schedule moves the buffer whole.
     """
-    import matplotlib.pyplot as plt
-
     from .buffers import chunk_bounds, chunk_label, result_buffer
 
-    p = schedule.world_size
-    if topo is not None:
-        ax = draw_topology(topo, ax)
-        pos = topo.pos[:p] + [0, 0.25]
-    else:
-        ax = ax or plt.subplots(figsize=(4, 4))[1]
-        pos = ring_positions(p)
-        ax.scatter(*pos.T, s=260 if p <= 6 else 170, color="tab:green", zorder=3)
-        for r in range(p):
-            ax.annotate(str(r), pos[r], ha="center", va="center", color="white", fontsize=9, zorder=4)
-        ax.set_aspect("equal")
-        ax.set_axis_off()
-    r = schedule.rounds[k]
-    remote = r.src != r.dst
-    buf, bounds = result_buffer(schedule), chunk_bounds(schedule) if labels else np.zeros(0)
-    pieces: dict[tuple[int, int], list[tuple[int, int]]] = {}
-    adds: dict[tuple[int, int], bool] = {}
-    for s, d, sb, so, db, do, n, red in zip(
-        *(
-            getattr(r, c)[remote].tolist()
-            for c in ("src", "dst", "sbuf", "soff", "dbuf", "doff", "count", "reduce")
-        )
-    ):
-        got = pieces.setdefault((s, d), [])
-        if db == buf:
-            got.append((do, n))
-        elif sb == buf:
-            got.append((so, n))
-        adds[s, d] = adds.get((s, d), False) or red
+    ax, pos = _ranks(schedule.world_size, topo, ax)
+    bounds = chunk_bounds(schedule) if labels else np.zeros(0)
     rad = 0.25
-    for (s, d), where in pieces.items():
-        colour = "tab:red" if adds[s, d] else "tab:blue"
+    for (s, d), (where, adds) in _arrows(schedule, k, result_buffer(schedule)).items():
+        colour = "tab:red" if adds else "tab:blue"
         ax.annotate(
             "",
             pos[d],

@@ -1,4 +1,4 @@
-"""Local gloo worlds: :func:`run_gloo`, the multi-process twin of ``run_local``.
+"""Launching local gloo worlds: :func:`run_gloo`, the multi-process twin of ``run_local``.
 
 ``run_gloo(fn, world_size, *args)`` starts ``world_size`` processes, joins
 them in a ``torch.distributed`` gloo process group, runs ``fn(rank, *args)``

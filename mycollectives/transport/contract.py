@@ -1,0 +1,45 @@
+"""What a transport declares it can do (:class:`Capabilities`), read by the
+executor, the load/store path and the API instead of probing objects.
+
+A transport sets a ``capabilities`` attribute; one that declares nothing
+(a user's wrapper, say) moves messages, and its ranks can share a heap of
+symmetric memory when they are processes rather than the threads of a local
+world. A transport that can hand a received message over where it lies
+(shared memory) declares ``read_in_place`` and offers :class:`ReadsInPlace`'s
+two methods: the executor then reduces straight from there, with no copy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    messages: bool = True  # send, recv and a round's exchange (the executor's path)
+    heap_loads: bool = False  # its group can rendezvous symmetric memory (the load/store path)
+    read_in_place: bool = False  # offers held() and release() (ReadsInPlace)
+
+
+class ReadsInPlace(Protocol):
+    """A transport whose received messages can be read where they lie."""
+
+    def held(self, work, timeout: float | None = None) -> torch.Tensor | None:
+        """The message ``work`` receives, where it lies (waiting for it), or
+        None where this message is not held so (then ``work.wait()`` as usual)."""
+        ...
+
+    def release(self, work) -> None:
+        """Done reading what :meth:`held` returned: the sender may reuse the space."""
+        ...
+
+
+def capabilities(transport) -> Capabilities:
+    """What ``transport`` declares, or what one that declares nothing can do."""
+    declared = getattr(transport, "capabilities", None)
+    if isinstance(declared, Capabilities):
+        return declared
+    return Capabilities(messages=True, heap_loads=not transport.local)
