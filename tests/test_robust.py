@@ -90,3 +90,11 @@ def test_a_bad_timeout_variable_is_refused_by_the_local_world(value, monkeypatch
     monkeypatch.setenv("MYCOLLECTIVES_TIMEOUT", value)
     with pytest.raises(ValueError, match="MYCOLLECTIVES_TIMEOUT"):
         mc.run_local(lambda rank: None, 2)
+
+
+@pytest.mark.multiprocess
+@pytest.mark.timeout(300)
+def test_dtensor_tensor_parallelism_under_the_patch_is_announced_as_not_routed():
+    for out in pools.everywhere(2, "dtensor_under_the_patch", timeout=200):
+        assert out["equal"], out
+        assert out["not routed"] and "not routed" in out["not routed"][0], out
