@@ -182,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
             for n in todo
         ]  # fmt: skip
     except ValueError as err:
-        cli.error(str(err))
+        print(f"{cli.prog}: error: {err}", file=sys.stderr)
+        return 2
     t = results[0].topology
     nic = f", {t.nics_per_node} x {t.nic.name.upper()} NICs per node" if t.nic else ""
     print(f"cluster: {t.num_nodes} x {args.node} ({t.gpus_per_node} GPUs each){nic}; NCCL 2.30.7's model")
