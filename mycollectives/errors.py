@@ -1,4 +1,16 @@
-"""Errors a collective raises instead of hanging or corrupting data."""
+"""Errors a collective raises instead of hanging or corrupting data.
+
+Every failure a caller can meet is one of these, or a ``ValueError`` /
+``TypeError`` for a bad argument (naming the rank, the argument and what was
+expected): collectives, ``send``/``recv`` and their handles, and the
+symmetric heap (``symmetric.rendezvous``, a handle's ``barrier``). The
+transports' own errors (``mycollectives.transport.TransportTimeout``,
+``TransportPeerError``), which the layers above turn into these with the
+call named, are subclasses of :class:`CollectiveTimeout` and
+:class:`PeerError`, so none can escape as anything else. A message that is
+not the package's taken by a collective's argument check (a stray message
+with the package's tag) is a :class:`CollectiveError`.
+"""
 
 from __future__ import annotations
 

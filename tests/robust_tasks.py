@@ -97,3 +97,33 @@ def env_timeout(rank: int, value: str) -> str:
         return _outcome(lambda: mc.all_reduce(torch.ones(4), group=group))
     finally:
         os.environ.pop("MYCOLLECTIVES_TIMEOUT", None)
+
+
+def dtensor_under_the_patch(rank: int) -> dict:
+    """DTensor tensor parallelism (Colwise then Rowwise) under the patch: its
+    functional collectives are not the package's, and the patch says so."""
+    import warnings
+
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    from mycollectives.patch import NotRouted
+
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 8))
+    x = torch.randn(4, 8)
+    want = mlp(x)
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    tp = parallelize_module(mlp, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    undo = mc.patch_torch_distributed()
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            got = tp(x)
+            got = got.full_tensor() if hasattr(got, "full_tensor") else got
+    finally:
+        undo()
+    return {
+        "equal": bool(torch.allclose(got, want, atol=1e-6)),
+        "not routed": [str(w.message) for w in seen if issubclass(w.category, NotRouted)],
+    }

@@ -37,9 +37,11 @@ def test_a_user_tag_in_the_package_range_is_refused_on_both_transports(kind):
 def _stray_message(rank: int):
     """Rank 1 puts a message with the collectives' tag in flight (through the
     transport itself, which no public call allows), then both all-reduce."""
+    from mycollectives.api.agree import _HEAD, _MSG
+
     t = current_local()
-    if rank == 1:
-        t.isend(torch.full((14 + 32 + 4,), 2.5, dtype=torch.float64), 0, COLLECTIVE_TAG)
+    if rank == 1:  # as long as a descriptor
+        t.isend(torch.full((_HEAD + _MSG + 2 * 2,), 2.5, dtype=torch.float64), 0, COLLECTIVE_TAG)
     try:
         mc.all_reduce(torch.ones(4), timeout=5)
     except mc.CollectiveError as e:
@@ -90,3 +92,11 @@ def test_a_bad_timeout_variable_is_refused_by_the_local_world(value, monkeypatch
     monkeypatch.setenv("MYCOLLECTIVES_TIMEOUT", value)
     with pytest.raises(ValueError, match="MYCOLLECTIVES_TIMEOUT"):
         mc.run_local(lambda rank: None, 2)
+
+
+@pytest.mark.multiprocess
+@pytest.mark.timeout(300)
+def test_dtensor_tensor_parallelism_under_the_patch_is_announced_as_not_routed():
+    for out in pools.everywhere(2, "dtensor_under_the_patch", timeout=200):
+        assert out["equal"], out
+        assert out["not routed"] and "not routed" in out["not routed"][0], out

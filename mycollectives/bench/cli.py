@@ -4,11 +4,13 @@ Launch under ``torchrun`` (one process per GPU with NCCL, or gloo on CPUs),
 or let ``--nprocs N`` spawn N local gloo processes. Flags as in nccl-tests
 (``-b -e -f -i -n -w -c -o -d -r``); ``-o`` is the reduction op, as there,
 and ``--collective`` picks the collective (nccl-tests has one binary each).
+Every flag is checked before any process starts: a bad one is refused in
+one line, exit status 2 (:mod:`mycollectives.cliargs`), never a traceback
+from each rank.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import socket
 import sys
@@ -17,6 +19,7 @@ import torch
 import torch.distributed as dist
 
 from ..algorithms import algorithms
+from ..cliargs import Parser, Refusal, integer, switch
 from ..collectives import RECORDS
 from ..transport import TRANSPORT_ENV
 from ..transport.launcher import run_gloo
@@ -27,8 +30,8 @@ from .factors import DTYPES, parse_size, sizes
 DATA_COLLECTIVES = tuple(c.name for c in RECORDS if c.bound(2) > 0)  # nccl-tests': those that move data
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m mycollectives.bench", description=__doc__.splitlines()[0])
+def parser() -> Parser:
+    p = Parser(prog="python -m mycollectives.bench", description=__doc__.splitlines()[0])
     a = p.add_argument
     a(
         "--collective",
@@ -39,21 +42,31 @@ def parser() -> argparse.ArgumentParser:
     )
     a("-b", "--minbytes", default="32M", help="smallest size, e.g. 8, 64K, 16M (default 32M)")
     a("-e", "--maxbytes", default="32M", help="largest size (default 32M)")
-    a("-f", "--stepfactor", type=int, default=2, help="multiply the size by this (default 2)")
+    a("-f", "--stepfactor", type=integer(1), default=2, help="multiply the size by this (default 2)")
     a("-i", "--stepbytes", default="0", help="add this many bytes instead of multiplying")
-    a("-n", "--iters", type=int, default=20, help="timed calls per repetition (default 20)")
-    a("-w", "--warmup_iters", type=int, default=5, help="untimed calls first (default 5)")
-    a("-c", "--check", type=int, default=1, help="check results (1) or not (0); default 1")
+    a("-n", "--iters", type=integer(-(2**31)), default=20, help="timed calls per repetition (default 20)")
+    a("-w", "--warmup_iters", type=integer(-(2**31)), default=5, help="untimed calls first (default 5)")
+    a("-c", "--check", type=switch, default=1, help="check results (1) or not (0); default 1")
     a("-o", "--op", default="sum", choices=("sum", "prod", "min", "max", "avg"), help="reduction op")
     a("-d", "--datatype", default="float", choices=sorted(DTYPES), help="element type (default float)")
-    a("-r", "--root", type=int, default=0, help="root of rooted collectives (default 0)")
+    a("-r", "--root", type=integer(0), default=0, help="root of rooted collectives (default 0)")
     a("--algorithm", default="all", help="ours, a comma list, 'all' (ours, auto and native) or 'native'")
-    a("--reps", type=int, default=5, help="interleaved repetitions; the median is reported (default 5)")
-    a("--nprocs", type=int, default=0, help="spawn this many local gloo processes (not under torchrun)")
+    a(
+        "--reps",
+        type=integer(-(2**31)),
+        default=5,
+        help="interleaved repetitions; the median is reported (default 5)",
+    )
+    a(
+        "--nprocs",
+        type=integer(0),
+        default=0,
+        help="spawn this many local gloo processes (not under torchrun)",
+    )
     a("--device", choices=("auto", "cpu", "cuda"), default="auto", help="cuda (NCCL) if available, else cpu")
     a(
         "--threads",
-        type=int,
+        type=integer(0),
         default=0,
         help="torch.set_num_threads per process (0: cores / processes, at least 1, as torchrun's OMP_NUM_THREADS=1)",
     )
@@ -64,18 +77,18 @@ def parser() -> argparse.ArgumentParser:
         help="how our algorithms move bytes: 'group' (the process group's send/recv), 'shm' (shared "
         "memory, ranks on one host, CPU) or 'auto' (shm on CPU when every rank is on this node, else group)",
     )
-    a("--arg-check", type=int, default=0, help="1: keep our cross-rank argument check in the timing")
+    a("--arg-check", type=switch, default=0, help="1: keep our cross-rank argument check in the timing")
     a("--csv", help="write the results as CSV here (rank 0)")
     a("--json", help="write the results and the machine as JSON here (rank 0)")
     a("--plot", help="draw busbw against size, one line per algorithm, into this image (rank 0)")
     a(
         "--calibrate",
-        type=int,
+        type=switch,
         default=0,
         help="1: calibrate alpha, beta, gamma by ping-pong first (into the JSON), and after the sweep "
         "fit them to it and print predicted against measured (mycollectives.bench.predicted)",
     )
-    a("--progress", type=int, default=1, help="progress bar on stderr (default 1)")
+    a("--progress", type=switch, default=1, help="progress bar on stderr (default 1)")
     return p
 
 
@@ -91,7 +104,9 @@ def algorithm_list(spec: str, collective: str) -> list[str]:
     names = [s.strip() for s in spec.split(",") if s.strip()]
     for n in names:
         if n not in (*menu, "auto", NATIVE):
-            raise SystemExit(f"--algorithm: {n!r} is not one of {('all', 'auto', NATIVE, *menu)}")
+            raise Refusal(f"--algorithm: {n!r} is not one of {('all', 'auto', NATIVE, *menu)}")
+    if not names:
+        raise Refusal(f"--algorithm: expected a name, a comma list, 'all' or 'native', got {spec!r}")
     return names
 
 
@@ -110,7 +125,7 @@ def transport_kind(args, device: torch.device) -> str:
     if kind == "auto":
         kind = "shm" if device.type == "cpu" and one_node and dist.get_world_size() > 1 else "group"
     if kind == "shm" and device.type != "cpu":
-        raise SystemExit("--transport shm moves CPU tensors; on GPUs use --transport group (NCCL)")
+        raise Refusal("--transport shm moves CPU tensors; on GPUs use --transport group (NCCL)")
     return kind
 
 
@@ -195,23 +210,68 @@ def check_counts(args) -> None:
         ("-w/--warmup_iters", "warmup_iters", 0),
     ):
         if getattr(args, name) < least:
-            raise SystemExit(f"{flag}: expected at least {least}, got {getattr(args, name)}")
+            raise Refusal(f"{flag}: expected at least {least}, got {getattr(args, name)}")
+
+
+def check_sizes(args) -> list[int]:
+    """The sweep of ``-b``, ``-e``, ``-f``, ``-i``: sizes of whole elements of ``-d``."""
+    item = DTYPES[args.datatype].itemsize
+    given = {}
+    for flag, name in (
+        ("-b/--minbytes", "minbytes"),
+        ("-e/--maxbytes", "maxbytes"),
+        ("-i/--stepbytes", "stepbytes"),
+    ):
+        try:
+            given[flag] = parse_size(getattr(args, name))
+        except ValueError as e:
+            raise Refusal(f"{flag}: {e}") from None
+        if given[flag] % item:
+            raise Refusal(
+                f"{flag}: {given[flag]} bytes is not a whole number of {args.datatype} elements "
+                f"({item} bytes each)"
+            )
+    try:
+        return sizes(given["-b/--minbytes"], given["-e/--maxbytes"], args.stepfactor, given["-i/--stepbytes"])
+    except ValueError as e:
+        raise Refusal(f"-b/-e/-f/-i: {e}") from None
 
 
 def check_world(args, world: int) -> None:
     """What the world size rules out, refused before any process starts."""
+    if args.root >= world:
+        raise Refusal(
+            f"-r/--root: expected a rank from 0 to {world - 1} (world size {world}), got {args.root}"
+        )
     if args.calibrate and world < 2:
-        raise SystemExit(
+        raise Refusal(
             f"--calibrate 1: the ping-pong calibration needs at least 2 ranks (ranks 0 and 1 bounce "
             f"messages), this run has {world}; drop --calibrate or run more ranks"
         )
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = parser().parse_args(argv)
+def check(args) -> bool:
+    """Every flag, before any process starts; whether this runs under torchrun."""
     check_counts(args)
+    check_sizes(args)
+    algorithm_list(args.algorithm, args.collective)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise Refusal("--device cuda: no CUDA device is available here")
+    if args.transport == "shm" and _device(args).type == "cuda":
+        raise Refusal("--transport shm moves CPU tensors; on GPUs use --transport group (NCCL)")
     torchrun = "RANK" in os.environ and "WORLD_SIZE" in os.environ
     check_world(args, int(os.environ["WORLD_SIZE"]) if torchrun else args.nprocs or 1)
+    return torchrun
+
+
+def main(argv: list[str] | None = None) -> None:
+    cli = parser()
+    args = cli.parse_args(argv)
+    try:
+        torchrun = check(args)
+    except Refusal as r:
+        print(f"{cli.prog}: error: {r}", file=sys.stderr)
+        raise
     if torchrun:
         device = _device(args)
         if device.type == "cuda":
@@ -234,5 +294,6 @@ def main(argv: list[str] | None = None) -> None:
     args.device = "cpu"
     try:
         run_gloo(_spawned, n, args, timeout=24 * 3600, threads=None)
-    except RuntimeError as e:
-        raise SystemExit(f"mycollectives.bench: {e}") from None
+    except RuntimeError as e:  # a rank failed: its first line, not every rank's traceback
+        print(f"{cli.prog}: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+        raise SystemExit(1) from None

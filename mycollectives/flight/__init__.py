@@ -115,7 +115,28 @@ class Recorder:
         self.failure: dict | None = None  # the last call of this group that failed on this rank
 
 
-_size = int(os.environ.get(ENV_SIZE, DEFAULT_SIZE) or 0)
+def _env_size() -> int:
+    """``MYCOLLECTIVES_FLIGHT_SIZE``: a count from 0 up; anything else is warned
+    about and the default used (a typo must not stop ``import mycollectives``)."""
+    raw = os.environ.get(ENV_SIZE, "").strip()
+    if not raw:
+        return DEFAULT_SIZE if ENV_SIZE not in os.environ else 0
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        import warnings
+
+        warnings.warn(
+            f"{ENV_SIZE}={raw!r}: expected a count of entries from 0 up (0: off); using {DEFAULT_SIZE}",
+            stacklevel=2,
+        )
+        return DEFAULT_SIZE
+    return value
+
+
+_size = _env_size()
 
 
 class _Here(threading.local):

@@ -10,25 +10,29 @@ which algorithm and protocol NCCL would run (:func:`mycollectives.sim.nccl.choos
 busbw in nccl-tests' terms, and the busbw the links alone allow. Sizes and
 collective names are nccl-tests' (``8G``, ``all_reduce``, ``alltoall``). The
 last line always reads ``busbw: X GB/s``: scripts read it (a sweep with
-``-e`` ends on its largest size).
+``-e`` ends on its largest size). A flag it cannot use (a count below 1, a
+size of 0 bytes, more than ``MAX_NODES`` nodes, an oversubscription that is
+not a finite number from 1 up, an algorithm NCCL does not run for the
+collective) is refused in one line, exit status 2 (:mod:`mycollectives.cliargs`).
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import dataclass
 
 from ..bench.factors import parse_size, sizes
+from ..cliargs import Parser, integer, number
 from ..collectives import canonical
 from ..topology import NICS, NODES, Topology, cluster
-from .nccl import choose, simulate_nccl
+from .nccl import choose, nccl_name, simulate_nccl
 from .result import SimResult
 
 _NCCL_TESTS = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
                "alltoall": "all_to_all", "bcast": "broadcast"}  # fmt: skip
 # the collectives NCCL's model prices
 PREDICTED = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all")
+MAX_NODES = 4096  # the calculator's bound (32768 GPUs of 8 per node: about 20 s and 350 MB)
 
 
 def collective_name(text: str) -> str:
@@ -76,10 +80,17 @@ def expect(
     ('Ring', 'Simple', True)
     """
     c, n = collective_name(collective), parse_size(nbytes)
+    if n < 1:
+        raise ValueError(f"size: expected at least 1 byte, got {n}")
+    if not 1 <= nodes <= MAX_NODES:
+        raise ValueError(f"nodes: expected from 1 to {MAX_NODES}, got {nodes}")
     topo = cluster(node, nodes, nics_per_node=nics_per_node, nic=nic, **cluster_options)
     algos = [algorithm] if algorithm else None
     protos = [protocol] if protocol else None
     a, p, table = choose(c, n, topo, gpus, algos, protos)
+    for flag, forced, ran in (("algorithm", algorithm, a), ("protocol", protocol, p)):
+        if forced and nccl_name(forced) != ran:  # NCCL has no such choice for this collective
+            raise ValueError(f"{flag} {forced!r}: NCCL does not run it for {c}; it runs {a} / {p}")
     result = simulate_nccl(c, a, n, topo, protocol=p, world_size=gpus)
     return Expectation(topo, a, p, bool(algorithm or protocol), table.get((a, p), float("nan")), result)
 
@@ -110,10 +121,8 @@ def report(e: Expectation) -> list[str]:
     ]
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m mycollectives.sim.expect", description=__doc__.splitlines()[0]
-    )
+def parser() -> Parser:
+    p = Parser(prog="python -m mycollectives.sim.expect", description=__doc__.splitlines()[0])
     a = p.add_argument
     a(
         "--node",
@@ -121,8 +130,13 @@ def parser() -> argparse.ArgumentParser:
         choices=tuple(NODES),
         help="the node (an NVLink domain; default dgx_h100)",
     )
-    a("--nodes", type=int, default=1, help="number of nodes (default 1)")
-    a("--nics-per-node", type=int, default=None, help="NICs per node (default: one per GPU)")
+    a(
+        "--nodes",
+        type=integer(1, MAX_NODES),
+        default=1,
+        help=f"number of nodes, up to {MAX_NODES} (default 1)",
+    )
+    a("--nics-per-node", type=integer(1), default=None, help="NICs per node (default: one per GPU)")
     a("--nic", default=None, choices=tuple(NICS), help="NIC rate: hdr, ndr or xdr (default: the node's)")
     a(
         "-C",
@@ -132,20 +146,32 @@ def parser() -> argparse.ArgumentParser:
     )
     a("-b", "--minbytes", default="8G", help="size, nccl-tests' syntax: 8, 64K, 16M, 8G (default 8G)")
     a("-e", "--maxbytes", default=None, help="largest size of a sweep (default: -b only)")
-    a("-f", "--stepfactor", type=int, default=2, help="multiply the size by this in a sweep (default 2)")
+    a(
+        "-f",
+        "--stepfactor",
+        type=integer(2),
+        default=2,
+        help="multiply the size by this in a sweep (default 2)",
+    )
     a("--algorithm", default=None, help="force one of NCCL's algorithms (Ring, Tree, NVLS, NVLSTree, ...)")
     a("--protocol", default=None, help="force a protocol (LL, LL128, Simple)")
-    a("--gpus", type=int, default=None, help="ranks (default: every GPU of the cluster)")
+    a("--gpus", type=integer(1), default=None, help="ranks (default: every GPU of the cluster)")
     a("--fabric", default="rail", choices=("rail", "fat_tree"), help="rail-optimised (default) or fat tree")
-    a("--oversubscription", type=float, default=1.0, help="spine oversubscription, e.g. 2 for 2:1")
+    a("--oversubscription", type=number(1.0), default=1.0, help="spine oversubscription, e.g. 2 for 2:1")
     a("--no-nvls", action="store_true", help="NVLink SHARP off (NCCL_NVLS_ENABLE=0)")
     a("--sharp", action="store_true", help="SHARP in the network switches (NCCL's CollNet)")
-    a("--gpus-per-node", type=int, default=None, help="use part of each NVLink domain (an NVL72 partition)")
+    a(
+        "--gpus-per-node",
+        type=integer(1),
+        default=None,
+        help="use part of each NVLink domain (an NVL72 partition)",
+    )
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    cli = parser()
+    args = cli.parse_args(argv)
     try:
         lo = parse_size(args.minbytes)
         todo = sizes(lo, parse_size(args.maxbytes), args.stepfactor) if args.maxbytes else [lo]
@@ -157,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             for n in todo
         ]  # fmt: skip
     except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"{cli.prog}: error: {err}", file=sys.stderr)
         return 2
     t = results[0].topology
     nic = f", {t.nics_per_node} x {t.nic.name.upper()} NICs per node" if t.nic else ""

@@ -112,23 +112,25 @@ class ShmTransport:
     @property
     def bells(self) -> Doorbells:
         """The doorbells, set up (collectively) on first use."""
-        bells = self._bells
-        if bells is None:
-            with self._setup_lock:
-                if self._bells is None:
-                    self._bells = self._set_up()
-                bells = self._bells
-        return bells
+        return self._bells or self._set_up()
 
-    def _set_up(self) -> Doorbells:
-        """The collective set-up; its failures are the package's errors as they
-        are (the executor would otherwise name them as a message's)."""
-        try:
-            return Doorbells(self.inner, self.host, self._setup_timeout)
-        except TransportTimeout as e:
-            raise CollectiveTimeout(f"rank {self.rank}: {e}") from e
-        except TransportPeerError as e:
-            raise PeerError(f"rank {self.rank}: {e}") from e
+    def _set_up(self, label: Label | None = None) -> Doorbells:
+        """The collective set-up, once; its failures are the package's errors,
+        naming the call (``label``) whose first message started it."""
+        with self._setup_lock:
+            if self._bells is not None:
+                return self._bells
+            where = f"rank {self.rank}"
+            if label is not None:
+                where = f"{label.collective} ({label.algorithm}) on rank {self.rank}, round {label.round}"
+            try:
+                self._bells = Doorbells(self.inner, self.host, self._setup_timeout)
+            except TransportTimeout as e:
+                raise CollectiveTimeout(f"{where}: {e}") from e
+            except TransportPeerError as e:
+                who = f"rank {e.peer} failed: " if e.peer is not None else ""
+                raise PeerError(f"{where}: shared-memory set-up: {who}{e}") from e
+            return self._bells
 
     @property
     def key(self) -> int:
@@ -170,6 +172,8 @@ class ShmTransport:
         work.release()
 
     def exchange(self, sends: list[Message], recvs: list[Message], label: Label):
+        if self._bells is None:
+            self._set_up(label)
         recv_works = [self.irecv(m.tensor, m.peer, COLLECTIVE_TAG, label) for m in recvs]
         send_works = [self.isend(m.tensor, m.peer, COLLECTIVE_TAG, label) for m in sends]
         return send_works, recv_works
