@@ -64,6 +64,7 @@ def fr_write(d, rank, entries, world=4, fmt="pickle", version="2.10", prefix="nc
     """Rank ``rank``'s dump in ``d``."""
     d.mkdir(parents=True, exist_ok=True)
     colls = [e.get("collective_seq_id", e.get("seq_id")) for e in entries if not e.get("is_p2p")]
+    colls = [k for k in colls if isinstance(k, int)]
     doc = dict(
         version=version,
         comm_lib_version="2.27.5",
@@ -73,7 +74,7 @@ def fr_write(d, rank, entries, world=4, fmt="pickle", version="2.10", prefix="nc
                 last_enqueued_collective=max(colls, default=-1),
                 last_started_collective=max(colls, default=-1),
                 last_completed_collective=max(
-                    (e.get("collective_seq_id", e.get("seq_id")) for e in entries if e["state"] == "completed" and not e.get("is_p2p")),
+                    (k for k, e in zip(colls, entries) if e["state"] == "completed" and not e.get("is_p2p")),
                     default=-1,
                 ),
             )
