@@ -62,7 +62,9 @@ def write(
     """Rank ``rank``'s file; ``sub`` (a list of entries) adds a group of ranks 0 and 1."""
     d.mkdir(parents=True, exist_ok=True)
     world = kw.get("world", 4)
-    group = dict(name="default", ranks=list(range(world)), rank=rank, size=world, transport="TorchDistTransport")
+    group = dict(
+        name="default", ranks=list(range(world)), rank=rank, size=world, transport="TorchDistTransport"
+    )
     group.update(failure=None, entries=list(entries) + list(p2p))
     groups = [group]
     if kw.get("sub") is not None:

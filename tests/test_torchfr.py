@@ -184,7 +184,9 @@ def test_named_subgroups_from_pg_config(d):
     for r in range(4):
         es = steps(6)
         if r < 2:
-            sub = fr_entry(1, sizes=((9 if r == 1 else 8,),), state="started", t_s=7, process_group=("1", "tp"))
+            sub = fr_entry(
+                1, sizes=((9 if r == 1 else 8,),), state="started", t_s=7, process_group=("1", "tp")
+            )
             es.append(sub)
         fr_write(d, r, es, pg_config=cfg)
     check(d, "mismatch", [0, 1], 1, "group tp")

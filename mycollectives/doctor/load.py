@@ -109,7 +109,12 @@ def _check(e: dict) -> dict:
     if type(e["seq"]) is not int:
         raise ValueError(f"entry field 'seq' is {e['seq']!r}, not an integer")
     t = e["t_posted"]
-    if type(t) not in (int, float) or t != t or type(e["t_started"]) not in _TIMES or type(e["t_done"]) not in _TIMES:
+    if (
+        type(t) not in (int, float)
+        or t != t
+        or type(e["t_started"]) not in _TIMES
+        or type(e["t_done"]) not in _TIMES
+    ):
         name = next(n for n in ("t_started", "t_done") if type(e[n]) not in _TIMES) if t == t else "t_posted"
         name = "t_posted" if type(t) not in (int, float) else name
         raise ValueError(f"entry seq {e['seq']}: {name!r} is {e[name]!r}, not a time in seconds")
@@ -254,7 +259,9 @@ def runs(dumps: list[Dump]) -> list[list[Dump]]:
         out.append(run)
     out.sort(key=lambda r: max(_latest(d) for d in r))
     for d in (d for d in dumps if not d.groups):  # stopped before its first call: the job's latest run
-        run = next((r for r in reversed(out) if r[0].job == d.job and d.rank not in {x.rank for x in r}), None)
+        run = next(
+            (r for r in reversed(out) if r[0].job == d.job and d.rank not in {x.rank for x in r}), None
+        )
         run.append(d) if run is not None else out.append([d])
     return out
 

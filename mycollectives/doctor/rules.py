@@ -19,9 +19,9 @@ import statistics
 
 from . import calls, text
 from .absent import crossed, missing
-from .torchlate import torch_late
 from .diagnosis import Diagnosis, groups, where
 from .load import UNREADABLE, Dump
+from .torchlate import torch_late
 
 __all__ = ["Diagnosis", "align"]
 HISTORY = 2000  # the calls before a disagreement that tell the loop's next call
