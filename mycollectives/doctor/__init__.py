@@ -7,7 +7,11 @@
 
 ``DUMP_DIR`` is where :mod:`mycollectives.flight` wrote its ``rank{R}.json``
 files (``MYCOLLECTIVES_FLIGHT_DIR``, or the directory a failed call's error
-message names). Like PyTorch's flight-recorder analyzer, the doctor matches
+message names), or where PyTorch's Flight Recorder wrote its dumps (any job
+on NCCL or gloo, PyTorch 2.5 on: ``nccl_trace_rank_{R}``, pickle or JSON;
+:mod:`.torchfr` reads them into the same records, and the line says which
+fact a dump lacks when it cannot tell). Files of several runs with one job id
+are split into runs (:func:`.load.runs`) and the latest is read. Like PyTorch's flight-recorder analyzer, the doctor matches
 the ranks' records by sequence number, group by group; the package's
 records also say which round of which schedule each rank was in and whom it
 waited on, and what the ranks that did not fail were doing, which is how it

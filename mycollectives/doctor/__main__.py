@@ -14,7 +14,9 @@ from . import diagnose, table
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m mycollectives.doctor", description=__doc__.splitlines()[0])
     p.add_argument(
-        "directory", help="where the ranks' rank*.json flight records are (MYCOLLECTIVES_FLIGHT_DIR)"
+        "directory",
+        help="where the ranks' records are: the package's rank*.json (MYCOLLECTIVES_FLIGHT_DIR) or PyTorch's "
+        "Flight Recorder dumps (nccl_trace_rank_0 ..., pickle or JSON)",
     )
     p.add_argument("-v", "--verbose", action="store_true", help="also print each rank's calls near the fault")
     args = p.parse_args(argv)
