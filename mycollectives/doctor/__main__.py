@@ -25,6 +25,13 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as e:
         print(e, file=sys.stderr)
         return 2
+    except Exception as e:  # noqa: BLE001 - records the rules did not foresee: one line, not a traceback
+        print(
+            f"the doctor could not read these records together ({type(e).__name__}: {e}); "
+            f"run with -v on each rank's file, or report it",
+            file=sys.stderr,
+        )
+        return 2
     print(diag.line)
     for note in diag.details:
         print(f"  note: {note}", file=sys.stderr)
