@@ -115,8 +115,8 @@ def _check(e: dict) -> dict:
         or type(e["t_started"]) not in _TIMES
         or type(e["t_done"]) not in _TIMES
     ):
-        name = next(n for n in ("t_started", "t_done") if type(e[n]) not in _TIMES) if t == t else "t_posted"
-        name = "t_posted" if type(t) not in (int, float) else name
+        bad_t = type(t) not in (int, float) or t != t
+        name = "t_posted" if bad_t else next(n for n in ("t_started", "t_done") if type(e[n]) not in _TIMES)
         raise ValueError(f"entry seq {e['seq']}: {name!r} is {e[name]!r}, not a time in seconds")
     if type(e["site"]) is not str and e["site"] is not None:  # the one field read as text (the others print)
         e["site"] = str(e["site"])
