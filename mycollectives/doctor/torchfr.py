@@ -18,7 +18,9 @@ enabled), ``retired``, ``timeout_ms`` and ``frames`` (the pickle only). The
 rank is the number that ends the file's name, as PyTorch's analyzer reads it.
 
 Each entry becomes an entry of :mod:`.load`'s model, so the doctor's rules
-judge both kinds of record. What a dump does not hold, the doctor cannot
+judge both kinds of record. Collectives keep PyTorch's sequence numbers
+(from 1); point-to-point calls are counted from 0, as the package counts
+them (``p2p #0`` is PyTorch's ``p2p_seq_id`` 1). What a dump does not hold, the doctor cannot
 tell, and says so (:data:`MISSING`): roots and reduce ops, where a rank's
 main thread was, gloo's point-to-point calls, and on gloo whether a call
 started (its states stay "scheduled": ``pg_status`` says which completed).
