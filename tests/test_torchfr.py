@@ -210,3 +210,13 @@ def test_the_command_line_prints_one_line_and_exits_1(d, capsys):
     assert main([str(d)]) == 1
     out = capsys.readouterr().out
     assert out.startswith("rank 2 died") and out.count("\n") == 1, out
+
+
+def test_ranks_stopped_after_a_broadcast_the_others_finished_name_the_missing_root(d):
+    """Gloo marks a broadcast that failed as completed: two ranks stop after it, two go on."""
+    for r in range(4):
+        es = steps(9) + [fr_entry(10, *LOOP[2], lib="gloo")]
+        if r in (1, 3):
+            es.append(fr_entry(11, *LOOP[0], state="scheduled", lib="gloo"))
+        fr_write(d, r, es)
+    check(d, "straggler", [0, 2], 11, "ranks 0, 2 never reached seq 11", "broadcast from another root")
