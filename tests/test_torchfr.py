@@ -220,3 +220,8 @@ def test_ranks_stopped_after_a_broadcast_the_others_finished_name_the_missing_ro
             es.append(fr_entry(11, *LOOP[0], state="scheduled", lib="gloo"))
         fr_write(d, r, es)
     check(d, "straggler", [0, 2], 11, "ranks 0, 2 never reached seq 11", "broadcast from another root")
+
+
+def test_a_rank_without_a_dump_where_gloo_counted_the_failed_call_as_completed(d):
+    fr_write(d, 0, steps(12, lib="gloo"), world=2)
+    check(d, "died", [1], 12, "rank 1 died: it left no Flight Recorder dump")
