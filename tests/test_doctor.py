@@ -61,13 +61,17 @@ def write(
 ):
     """Rank ``rank``'s file; ``sub`` (a list of entries) adds a group of ranks 0 and 1."""
     d.mkdir(parents=True, exist_ok=True)
-    group = dict(name="default", ranks=[0, 1, 2, 3], rank=rank, size=4, transport="TorchDistTransport")
+    world = kw.get("world", 4)
+    group = dict(
+        name="default", ranks=list(range(world)), rank=rank, size=world, transport="TorchDistTransport"
+    )
     group.update(failure=None, entries=list(entries) + list(p2p))
     groups = [group]
     if kw.get("sub") is not None:
         groups.append(dict(name="1", ranks=[0, 1], rank=rank, size=2, failure=None, entries=kw["sub"]))
     doc = dict(version=1, job=job, rank=rank, host="h", pid=1, reason=reason, time=time)
     doc.update(exit_error=exit_error, stack=stack, groups=groups, exit_stack=kw.get("exit_stack"))
+    doc.update({k: kw[k] for k in ("run", "started") if k in kw})
     (d / f"rank{rank}.json").write_text(json.dumps(doc))
 
 

@@ -64,6 +64,7 @@ def fr_write(d, rank, entries, world=4, fmt="pickle", version="2.10", prefix="nc
     """Rank ``rank``'s dump in ``d``."""
     d.mkdir(parents=True, exist_ok=True)
     colls = [e.get("collective_seq_id", e.get("seq_id")) for e in entries if not e.get("is_p2p")]
+    colls = [k for k in colls if isinstance(k, int)]
     doc = dict(
         version=version,
         comm_lib_version="2.27.5",
@@ -73,7 +74,7 @@ def fr_write(d, rank, entries, world=4, fmt="pickle", version="2.10", prefix="nc
                 last_enqueued_collective=max(colls, default=-1),
                 last_started_collective=max(colls, default=-1),
                 last_completed_collective=max(
-                    (e.get("collective_seq_id", e.get("seq_id")) for e in entries if e["state"] == "completed" and not e.get("is_p2p")),
+                    (k for k, e in zip(colls, entries) if e["state"] == "completed" and not e.get("is_p2p")),
                     default=-1,
                 ),
             )
@@ -183,7 +184,9 @@ def test_named_subgroups_from_pg_config(d):
     for r in range(4):
         es = steps(6)
         if r < 2:
-            sub = fr_entry(1, sizes=((9 if r == 1 else 8,),), state="started", t_s=7, process_group=("1", "tp"))
+            sub = fr_entry(
+                1, sizes=((9 if r == 1 else 8,),), state="started", t_s=7, process_group=("1", "tp")
+            )
             es.append(sub)
         fr_write(d, r, es, pg_config=cfg)
     check(d, "mismatch", [0, 1], 1, "group tp")
@@ -207,3 +210,18 @@ def test_the_command_line_prints_one_line_and_exits_1(d, capsys):
     assert main([str(d)]) == 1
     out = capsys.readouterr().out
     assert out.startswith("rank 2 died") and out.count("\n") == 1, out
+
+
+def test_ranks_stopped_after_a_broadcast_the_others_finished_name_the_missing_root(d):
+    """Gloo marks a broadcast that failed as completed: two ranks stop after it, two go on."""
+    for r in range(4):
+        es = steps(9) + [fr_entry(10, *LOOP[2], lib="gloo")]
+        if r in (1, 3):
+            es.append(fr_entry(11, *LOOP[0], state="scheduled", lib="gloo"))
+        fr_write(d, r, es)
+    check(d, "straggler", [0, 2], 11, "ranks 0, 2 never reached seq 11", "broadcast from another root")
+
+
+def test_a_rank_without_a_dump_where_gloo_counted_the_failed_call_as_completed(d):
+    fr_write(d, 0, steps(12, lib="gloo"), world=2)
+    check(d, "died", [1], 12, "rank 1 died: it left no Flight Recorder dump")

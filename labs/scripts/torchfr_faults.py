@@ -30,9 +30,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-FAULTS = (
-    "none skip extra order size dtype collective root op straggler hang die crash slow".split()
-)
+FAULTS = "none skip extra order size dtype collective root op straggler hang die crash slow".split()
 BAD = [2]  # the rank that misbehaves (--bad)
 _once = threading.Lock()
 
@@ -81,7 +79,12 @@ def inject(calls: list, fault: str, rank: int) -> list:
     if fault == "order":
         return [ar2, ar, ar3, bc]
     if fault in ("size", "dtype"):
-        return [ar, ("all_reduce", 1025, torch.float32, {}) if fault == "size" else ar2[:2] + (torch.float64, {}), ar3, bc]
+        return [
+            ar,
+            ("all_reduce", 1025, torch.float32, {}) if fault == "size" else ar2[:2] + (torch.float64, {}),
+            ar3,
+            bc,
+        ]
     if fault == "collective":
         return [ar, ("broadcast", 1024, torch.float32, {"src": 0}), ar3, bc]
     if fault == "root":

@@ -7,7 +7,11 @@
 
 ``DUMP_DIR`` is where :mod:`mycollectives.flight` wrote its ``rank{R}.json``
 files (``MYCOLLECTIVES_FLIGHT_DIR``, or the directory a failed call's error
-message names). Like PyTorch's flight-recorder analyzer, the doctor matches
+message names), or where PyTorch's Flight Recorder wrote its dumps (any job
+on NCCL or gloo, PyTorch 2.5 on: ``nccl_trace_rank_{R}``, pickle or JSON;
+:mod:`.torchfr` reads them into the same records, and the line says which
+fact a dump lacks when it cannot tell). Files of several runs with one job id
+are split into runs (:func:`.load.runs`) and the latest is read. Like PyTorch's flight-recorder analyzer, the doctor matches
 the ranks' records by sequence number, group by group; the package's
 records also say which round of which schedule each rank was in and whom it
 waited on, and what the ranks that did not fail were doing, which is how it
@@ -49,7 +53,31 @@ def diagnose_dumps(dumps: dict[int, Dump]) -> Diagnosis:
         found = rule(dumps)
         if found is not None:
             return found
+    gone = sorted(named - dumps.keys())
+    if gone and all(d.source == "torch" for d in dumps.values()):
+        return _left_no_dump(gone, dumps)
     return healthy(dumps)
+
+
+def _left_no_dump(gone: list[int], dumps: dict[int, Dump]) -> Diagnosis:
+    """PyTorch's dumps, all calls alike, and ranks without one: gloo counts a call that failed because a peer
+    went away as completed, so the absent rank is the clue."""
+    last = max(
+        (
+            (e["t_posted"], k, e)
+            for d in dumps.values()
+            for g in d.groups.values()
+            for k, e in g.collectives.items()
+        ),
+        default=None,
+        key=lambda x: x[:2],
+    )
+    where = f"; the others' last call was seq {last[1]} ({text.call(last[2])})" if last else ""
+    line = (
+        f"{text.ranks(gone)} died: {'it' if len(gone) == 1 else 'they'} left no Flight Recorder dump while "
+        f"{text.ranks(dumps)} wrote theirs{where}"
+    )
+    return Diagnosis("died", gone, last[1] if last else None, line)
 
 
 def diagnose(directory: str | Path) -> Diagnosis:

@@ -14,7 +14,9 @@ from . import diagnose, table
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m mycollectives.doctor", description=__doc__.splitlines()[0])
     p.add_argument(
-        "directory", help="where the ranks' rank*.json flight records are (MYCOLLECTIVES_FLIGHT_DIR)"
+        "directory",
+        help="where the ranks' records are: the package's rank*.json (MYCOLLECTIVES_FLIGHT_DIR) or PyTorch's "
+        "Flight Recorder dumps (nccl_trace_rank_0 ..., pickle or JSON)",
     )
     p.add_argument("-v", "--verbose", action="store_true", help="also print each rank's calls near the fault")
     args = p.parse_args(argv)
@@ -22,6 +24,13 @@ def main(argv: list[str] | None = None) -> int:
         diag = diagnose(args.directory)
     except FileNotFoundError as e:
         print(e, file=sys.stderr)
+        return 2
+    except Exception as e:  # noqa: BLE001 - records the rules did not foresee: one line, not a traceback
+        print(
+            f"the doctor could not read these records together ({type(e).__name__}: {e}); "
+            f"run with -v on each rank's file, or report it",
+            file=sys.stderr,
+        )
         return 2
     print(diag.line)
     for note in diag.details:

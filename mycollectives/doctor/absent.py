@@ -13,6 +13,8 @@ from . import calls, text
 from .diagnosis import Diagnosis, unfinished, where
 from .load import UNREADABLE, Dump
 
+ROOTED = {"broadcast", "_broadcast_oop", "reduce", "_reduce_oop", "scatter", "gather"}
+
 
 def missing(r: int, dumps: dict[int, Dump], k: int, present: list[int], g_name: str, e: dict, multi: bool):
     """Why rank ``r`` has no record of seq ``k`` (call ``e`` of group ``g_name``) that ranks ``present`` have."""
@@ -103,6 +105,26 @@ def _not_reached(r: int, d: Dump, k: int, them: str, call: str, g_name: str, say
         "or hung or crashed in its own code (its Flight Recorder dump does not say where its main thread "
         "was: py-spy dump or its log does)",
     )
+
+
+def several_not_reached(rs: list[int], dumps, k: int, present: list[int], g_name: str, e: dict, multi: bool):
+    """Ranks ``rs`` (PyTorch dumps) all stopped before seq ``k``: where each stopped, and, when that is one
+    rooted call they did not complete, the fact the dumps lack (its root)."""
+    call = f"seq {k} ({text.call(e)}){where(g_name, multi)}"
+    lasts = {r: _last_seq(dumps[r], g_name) for r in rs}
+    shown = ", ".join(f"rank {r} after seq {s}" for r, s in lasts.items())
+    line = f"{text.ranks(rs)} never reached {call}, where {text.ranks(present)} wait for them: they stopped ({shown})"
+    (last,) = set(lasts.values()) if len(set(lasts.values())) == 1 else (None,)
+    if last is not None:
+        g = next(g for g in dumps[rs[0]].groups.values() if g.name == g_name)
+        x = g.collectives[last]
+        if x["fn"] in ROOTED:
+            line += (
+                f"; seq {last} is a {x['fn']} that the others finished: a {x['fn']} from another root on "
+                f"some of them would look like this, and the dumps record no roots"
+            )
+    line += "; where their main threads were is not in the dumps (py-spy dump tells)"
+    return Diagnosis("straggler", sorted(rs), k, line, g_name)
 
 
 def _idle(d: Dump) -> str:

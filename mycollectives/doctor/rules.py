@@ -18,10 +18,10 @@ from __future__ import annotations
 import statistics
 
 from . import calls, text
-from .absent import crossed, missing
-from .torchlate import torch_late
+from .absent import crossed, missing, several_not_reached
 from .diagnosis import Diagnosis, groups, where
 from .load import UNREADABLE, Dump
+from .torchlate import torch_late
 
 __all__ = ["Diagnosis", "align"]
 HISTORY = 2000  # the calls before a disagreement that tell the loop's next call
@@ -131,6 +131,8 @@ def align(dumps: dict[int, Dump]) -> Diagnosis | None:
                         worst = diag
                     elif worst.kind == diag.kind:
                         worst.ranks.append(r)
+                if len(worst.ranks) > 1 and worst.kind != "died" and dumps[worst.ranks[0]].source == "torch":
+                    worst = several_not_reached(worst.ranks, dumps, k, sorted(have), name, e, multi)
                 found.append(worst)
                 break
             diag = _disagree(k, have, history, name, multi)

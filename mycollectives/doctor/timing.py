@@ -106,7 +106,15 @@ def healthy(dumps: dict[int, Dump]) -> Diagnosis:
     for (name, _), by_rank in groups(dumps):
         n = [len(g.collectives) for g in by_rank.values()]
         last = max((max(g.collectives) for g in by_rank.values() if g.collectives), default=-1)
-        seqs = f"agree on seq 0-{last} ({max(n, default=0)} kept)" if last >= 0 else "recorded no collectives"
+        first = min((min(g.collectives) for g in by_rank.values() if g.collectives), default=0)
+        first = (
+            0 if first == 0 or all(d.source != "torch" for d in dumps.values()) else 1
+        )  # PyTorch counts from 1
+        seqs = (
+            f"agree on seq {first}-{last} ({max(n, default=0)} kept)"
+            if last >= 0
+            else "recorded no collectives"
+        )
         parts.append(f"group {name}: {text.ranks(by_rank)} {seqs}")
     if not parts:
         parts.append(f"{text.ranks(dumps)} recorded no collectives")

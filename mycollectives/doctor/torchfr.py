@@ -18,7 +18,9 @@ enabled), ``retired``, ``timeout_ms`` and ``frames`` (the pickle only). The
 rank is the number that ends the file's name, as PyTorch's analyzer reads it.
 
 Each entry becomes an entry of :mod:`.load`'s model, so the doctor's rules
-judge both kinds of record. What a dump does not hold, the doctor cannot
+judge both kinds of record. Collectives keep PyTorch's sequence numbers
+(from 1); point-to-point calls are counted from 0, as the package counts
+them (``p2p #0`` is PyTorch's ``p2p_seq_id`` 1). What a dump does not hold, the doctor cannot
 tell, and says so (:data:`MISSING`): roots and reduce ops, where a rank's
 main thread was, gloo's point-to-point calls, and on gloo whether a call
 started (its states stay "scheduled": ``pg_status`` says which completed).
@@ -114,7 +116,7 @@ def _groups(doc: dict) -> dict[str, tuple[str, tuple[int, ...]]]:
     """pg_config: name (and description) -> (name, ranks)."""
     out = {}
     cfg = doc.get("pg_config")
-    for key, c in (cfg.items() if isinstance(cfg, dict) else []):
+    for key, c in cfg.items() if isinstance(cfg, dict) else []:
         if not isinstance(c, dict):
             continue
         ranks = c.get("ranks")
@@ -145,7 +147,11 @@ def _entry(e: dict, completed: int | None, gloo: bool) -> dict:
     seq_key = "p2p_seq_id" if p2p else ("collective_seq_id" if "collective_seq_id" in e else "seq_id")
     seq = _int(e.get(seq_key, -1), seq_key) - (1 if p2p else 0)  # the doctor counts p2p calls from 0
     sizes = e.get("input_sizes") or []
-    count = sum(math.prod(_int(n, "an input size") for n in s) for s in sizes) if isinstance(sizes, list) else None
+    count = (
+        sum(math.prod(_int(n, "an input size") for n in s) for s in sizes)
+        if isinstance(sizes, list)
+        else None
+    )
     dtypes = e.get("input_dtypes")
     dtype = DTYPES.get(dtypes[0], str(dtypes[0]).lower()) if isinstance(dtypes, list) and dtypes else None
     state = {"scheduled": "posted", "started": "running", "completed": "completed"}.get(e.get("state"), "?")
@@ -154,7 +160,10 @@ def _entry(e: dict, completed: int | None, gloo: bool) -> dict:
     t_posted = _seconds(e.get("time_created_ns"))
     if t_posted is None:
         raise ValueError(f"entry seq {seq} has no creation time")
-    t_started, t_done = _seconds(e.get("time_discovered_started_ns")), _seconds(e.get("time_discovered_completed_ns"))
+    t_started, t_done = (
+        _seconds(e.get("time_discovered_started_ns")),
+        _seconds(e.get("time_discovered_completed_ns")),
+    )
     site, func = _site(e.get("frames"))
     out = dict(load.ENTRY, seq=seq, fn=fn, dtype=dtype, count=count, state=state, site=site, function=func)
     out.update(t_posted=t_posted, t_started=t_started, t_done=t_done, algorithm=name.split(":")[0])

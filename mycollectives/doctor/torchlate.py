@@ -16,9 +16,8 @@ from __future__ import annotations
 import statistics
 
 from . import text
+from .absent import ROOTED
 from .diagnosis import Diagnosis
-
-ROOTED = {"broadcast", "_broadcast_oop", "reduce", "_reduce_oop", "scatter", "gather"}
 
 
 def torch_late(k: int, by_rank: dict[int, dict], failed: dict[int, dict], call: str, g_name: str):

@@ -1,0 +1,66 @@
+"""The doctor on real PyTorch Flight Recorder dumps: plain torch.distributed jobs under torchrun on gloo.
+
+``labs/scripts/torchfr_faults.py`` calls nothing of the package; PyTorch's
+recorder is on (``TORCH_FR_BUFFER_SIZE``) and each rank writes its dump when
+a collective fails, on SIGTERM, at a deadline or at the end. Rank ``bad``
+misbehaves at step 3 (seq 13-16). Gloo itself aborts a process that
+receives a message of the wrong size, so a skipped or reordered call can
+end with the receiving rank dead: the doctor must still name the faulty rank.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from mycollectives import doctor
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "labs" / "scripts"))
+
+from torchfr_compare import run_job  # noqa: E402
+
+# fault -> (kinds allowed, seq or None, words the line must hold); rank 2 must be named first
+TRUTH = {
+    "none": ({"ok"}, None, "no fault found"),
+    "skip": ({"skipped", "died", "mismatch"}, 14, "rank 2"),
+    "extra": ({"extra", "died", "mismatch"}, 15, "rank 2"),
+    "order": ({"order", "died", "mismatch"}, 13, "rank 2"),
+    "size": ({"mismatch"}, 14, "rank 2 passed 1025 float32"),
+    "dtype": ({"mismatch"}, 14, "rank 2 passed 1024 float64"),
+    "collective": ({"mismatch"}, 14, "rank 2 called a different collective"),
+    "root": ({"stuck"}, 16, "record no roots"),
+    "op": ({"ok"}, None, "no roots or reduce ops"),
+    "straggler": ({"straggler"}, 14, "rank 2 never reached seq 14"),
+    "hang": ({"straggler"}, 14, "rank 2 never reached seq 14"),
+    "die": ({"died"}, 13, "rank 2 died"),
+    "crash": ({"straggler"}, 13, "rank 2 never reached seq 13"),
+    "slow": ({"straggler"}, None, "rank 2 is a straggler"),
+}
+
+
+@pytest.mark.multiprocess
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("fault", list(TRUTH))
+def test_the_doctor_names_the_faulty_rank_from_pytorchs_dumps(fault, tmp_path):
+    proc = run_job(fault, tmp_path, steps=8)
+    assert (proc.returncode == 0) == (fault in ("none", "op", "slow")), proc.stderr[-2000:]
+    diag = doctor.diagnose(tmp_path)
+    kinds, seq, words = TRUTH[fault]
+    assert diag.kind in kinds and words in diag.line, diag.line
+    if diag.kind not in ("ok", "stuck"):
+        assert diag.ranks == [2] and "rank 2" in diag.line, diag.line
+    if seq is not None:
+        assert diag.seq == seq, diag.line
+
+
+@pytest.mark.multiprocess
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("fault, kind", [("crash", "straggler"), ("hang", "straggler"), ("die", "died")])
+def test_two_ranks_and_the_json_dump(fault, kind, tmp_path):
+    proc = run_job(fault, tmp_path, nproc=2, bad=1, as_json=True)
+    assert proc.returncode != 0, proc.stderr[-2000:]
+    assert sorted(p.name for p in tmp_path.iterdir())[0].startswith("nccl_trace_json_rank_")
+    diag = doctor.diagnose(tmp_path)
+    assert (diag.kind, diag.ranks) == (kind, [1]), diag.line
