@@ -46,7 +46,7 @@ def test_two_node_h100_nvlstree_pays_its_kernel_ceiling():
 
 
 @pytest.mark.xfail(
-    strict=True, reason="single-node points sit 0-4 % over (31 of them); nt149 (~200, 1 GiB) 19 % under"
+    strict=True, reason="single-node points sit 0-3 % over; nt149 (~200 at 1 GiB) 19 % over"
 )
 def test_asserted_set_meets_the_issue_targets():
     errs = list(_signed().values())
