@@ -2,9 +2,10 @@
 
 The pages run top to bottom when the book is built, with every answer cell
 still holding its placeholder (``None``, or code that raises
-``NotImplementedError``). So on each page (chapters 5 and 6 have their own
-test) every exercise's check cell must come before its solution, every answer
-cell must hold only placeholders, and each check cell, run on those
+``NotImplementedError``). So on each page (chapters 5 and 6 and lab 6, whose
+owners move to the same scheme, are skipped here) every exercise's check cell
+must come before its solution, every answer
+cell must hold placeholders, and each check cell, run on those
 placeholders, must print "not answered yet" and no success line or value.
 The solutions themselves are checked in the chapter's ``test_exercises_*``
 module, which calls each check with the right answer and with wrong ones.

@@ -117,3 +117,51 @@ def test_ring_plateau_only_for_simple_all_reduce_across_nodes():
         1.4 * latency(two, "all_reduce", "Ring", "Simple")
     )
     assert latency_us(two, "all_reduce", "Ring", "LL", 1 << 30) == latency(two, "all_reduce", "Ring", "LL")
+
+
+# --- NCCL's exclusions (enqueue.cc updateCollCostTable, tuning.cc getNetOverhead; NCCL 2.30.7) ------
+
+
+def test_nccl_exclusions_are_modelled():
+    from mycollectives.sim.nccl import choose as sim_choose
+    from mycollectives.topology import cluster
+
+    one_gpu = cluster("dgx_h100", 16, gpus_per_node=1)
+    assert sim_choose("reduce_scatter", 1 << 20, one_gpu)[0] == "PAT"
+    assert "PAT" not in {a for a, _ in sim_choose("reduce_scatter", 1 << 20, one_gpu, op="avg")[2]}
+    assert sim_choose("all_gather", 1 << 20, one_gpu, op="avg")[0] == "PAT"  # the rule is reduce-scatter's
+    two = cluster("dgx_h100", 2)
+    plain, fp8 = (
+        sim_choose("all_reduce", 64 << 20, two)[2],
+        sim_choose("all_reduce", 64 << 20, two, dtype="fp8_e4m3"),
+    )
+    assert all(fp8[2][k] == pytest.approx(1024 * plain[k]) for k in plain if k[0] == "Ring")  # 16 ranks > 8
+    assert fp8[0] != "Ring"
+    one = cluster("dgx_h100", 1)
+    assert (
+        sim_choose("all_reduce", 64 << 20, one, algorithms=["Ring"], dtype="fp8_e4m3")[0] == "Ring"
+    )  # 8 ranks
+
+
+def test_nvls_gathers_need_at_most_32_local_ranks():
+    from mycollectives.nccl import model
+
+    s = model.System(
+        64, 1, "blackwell", {"nvls": model.Graph(16, 40.0, 40.0), "ring": model.Graph(16, 40.0, 40.0)}, 32
+    )
+    assert not s.available("all_gather", "NVLS") and s.available("all_reduce", "NVLS")
+    s32 = model.System(32, 1, "blackwell", s.graphs, 32)
+    assert s32.available("all_gather", "NVLS")
+
+
+def test_amd_hosts_pay_twice_the_network_overhead():
+    from dataclasses import replace
+
+    from mycollectives.nccl import model
+
+    s = model.System(16, 2, "hopper", {"ring": model.Graph(8, 40.0, 40.0)}, 16)
+    intel, amd = (
+        model.latency(s, "all_reduce", "Ring", "Simple"),
+        model.latency(replace(s, amd_cpu=True), "all_reduce", "Ring", "Simple"),
+    )
+    assert amd > intel

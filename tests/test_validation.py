@@ -5,7 +5,10 @@ generated from it."""
 from __future__ import annotations
 
 import re
+import statistics
 from pathlib import Path
+
+import pytest
 
 from mycollectives.sim import validate
 from mycollectives.viz import validation
@@ -21,6 +24,50 @@ def test_asserted_set_meets_the_targets():
     assert s["points"] >= 30
     assert s["median"] <= validate.TARGETS["median"], s
     assert s["worst"] <= validate.TARGETS["worst"], s
+
+
+def _signed() -> dict[str, float]:
+    got = validate.results()
+    return {p.id: got[p.id][1] for p in validate.points() if p.set == "asserted"}
+
+
+def test_asserted_set_has_no_bias_in_its_signed_median():
+    """Optimism shows in the sign: the signed median error stays within 3 %."""
+    assert abs(statistics.median(_signed().values())) <= 0.03, statistics.median(_signed().values())
+
+
+def test_two_node_h100_nvlstree_pays_its_kernel_ceiling():
+    """Every 2-node H100 point ran NVLSTree, and the link-only simulation was 12-19 % over it; with
+    the per-channel ceiling of NVLSTree's kernel (perChMaxNVLSTreeBws) they are within 5 %."""
+    errs = {
+        i: e for i, e in _signed().items() if i in ("nt309-h100-2n", "cw-pr92-h100-2n", "modal-h100-2n-4GB")
+    }
+    assert len(errs) == 3 and all(abs(e) <= 0.05 for e in errs.values()), errs
+    assert all(validate.results()[i][0].algorithm == "NVLSTree" for i in errs)
+
+
+@pytest.mark.xfail(
+    strict=True, reason="single-node points sit 0-3 % over; nt149 (~200 at 1 GiB) 19 % over"
+)
+def test_asserted_set_meets_the_issue_targets():
+    errs = list(_signed().values())
+    over = sum(e > 0 for e in errs)
+    assert max(abs(e) for e in errs) <= 0.15
+    assert max(over, len(errs) - over) <= 2 * len(errs) / 3
+
+
+def test_every_row_says_whether_its_source_says_it():
+    """A row whose source does not state what it records says so: inferred (the model's assumptions,
+    node counts or forced channels), ambiguous, contradicted, or not found."""
+    for p in validate.points():
+        check = p.raw["source_check"]
+        assert check["status"] in ("as stated", "inferred", "ambiguous", "contradicted", "not found"), p.id
+        assert check["note"], p.id
+        if p.model and p.model["assumed"]:
+            assert check["status"] != "as stated", p.id
+    status = {p.id: p.raw["source_check"]["status"] for p in validate.points()}
+    assert status["nccl1807-b200-1n"] == "not found" and status["nccl2169-h100-1n-4gpu-a2a"] == "ambiguous"
+    assert status["azure-a100-1n-8192MiB"] == "contradicted"
 
 
 def test_asserted_set_covers_what_the_issue_asks():

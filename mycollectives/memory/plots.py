@@ -25,9 +25,21 @@ def plot_sweep(
     ax.semilogx(
         [p.size_bytes for p in points], [p.bandwidth / 1e9 for p in points], "o-", base=2, label=label
     )
+    inside = ax.get_xaxis_transform()  # x in data, y as a fraction of the axes: labels stay inside
     for name, size in caches.items():
         ax.axvline(size, color="grey", ls="--", lw=1)
-        ax.annotate(name, (size, ax.get_ylim()[1]), ha="right", va="top", rotation=90, fontsize=8)
+        label = f"{name} {size // 1024} KiB" if size < 1 << 20 else f"{name} {size >> 20} MiB"
+        ax.text(
+            size,
+            0.97,
+            label,
+            transform=inside,
+            ha="right",
+            va="top",
+            rotation=90,
+            fontsize=8,
+            bbox=dict(facecolor="white", edgecolor="none", alpha=0.85, pad=1.0),
+        )  # readable over the curve
     ax.set_xlabel("working set (bytes)")
     ax.set_ylabel("read bandwidth (GB/s)")
     ax.grid(True, which="both", alpha=0.3)

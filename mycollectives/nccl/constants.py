@@ -89,6 +89,11 @@ COLLNET_DIRECT_HOPPER_FACTOR = 0.85  # minCompCap >= 90, tuning.cc 348
 # tuning.cc 411: a ring's steps that leave the node; 405-410: the network overhead floor of the
 # other steps, getNetOverhead() = 1 us on Intel and other CPUs (2 on AMD), times 3 for Simple.
 NET_OVERHEAD = 1.0
+NET_OVERHEAD_AMD = 2.0  # getNetOverhead() on an x86 AMD host (tuning.cc, NCCL 2.30.7)
+# enqueue.cc (updateCollCostTable): an fp8 reduction on a ring of more than 8 ranks loses precision,
+# so its time is multiplied by 1024, "any factor large enough" to rank every other algorithm first.
+FP8_RING_RANKS, FP8_RING_PENALTY = 8, 1024.0
+FP8 = ("fp8_e4m3", "fp8_e5m2")
 # tuning.cc 647-650: Simple ring all-reduce across nodes pays 1.4x its latency (1.9x before Ampere)
 # once every rank's share per channel is at least 64 bytes ("plateau effect of ring").
 RING_PLATEAU = 1.4
@@ -185,3 +190,11 @@ MAX_NVLS_ARITY = 32  # NCCL_MAX_NVLS_ARITY, src/include/device.h 213: at most 32
 NVLS_CHANNELS = {"hopper": 16, "blackwell": 24, "blackwell-multinode": 32}  # src/transport/nvls.cc 202-246
 
 __all__ = [n for n in dir() if n.isupper()]
+
+# src/transport/nvls.cc (NCCL 2.30.7): NVLS channels per architecture (NVLS_NCHANNELS_SM90 16,
+# NVLS_NCHANNELS_SM100 32) and the chunk each NVLS head handles per loop (NCCL_NVLS_CHUNKSIZE, 128 KiB).
+NVLS_CHANNELS = {"hopper": 16, "blackwell": 32}
+NVLS_CHUNK = 128 << 10
+# The NVLS all-reduce kernel runs three groups of warps in a pipeline: scatter into the NVLS
+# buffer, reduce and multicast through the switch, gather out (src/device/all_reduce.h).
+NVLS_STAGES = 3

@@ -96,9 +96,17 @@ class System:
         key = {"Tree": "tree", "PAT": "tree", "Ring": "ring", "NVLS": "nvls", "NVLSTree": "nvls"}
         return self.graphs.get(key.get(algorithm, "collnet"))
 
-    def available(self, func: str, algorithm: str) -> bool:
-        """The enable rules of tuning.cc 498-512 and enqueue.cc 1998-2012, for a default build."""
+    def available(self, func: str, algorithm: str, op: str = "sum") -> bool:
+        """The enable rules of tuning.cc 498-512 and enqueue.cc 1998-2012, for a default build.
+
+        ``op`` is the reduction: PAT's reduce-scatter does not scale, so NCCL never runs it for
+        ``avg`` (nor a pre-multiplied sum); NVLS all-gather and reduce-scatter need every local
+        rank to head a share, at most ``MAX_NVLS_ARITY`` (32) of them."""
         if algorithm not in FUNCS[func].algorithms or self.graph(algorithm) is None:
+            return False
+        if algorithm == "PAT" and func == "reduce_scatter" and op in ("avg", "premul_sum"):
+            return False
+        if algorithm == "NVLS" and FUNCS[func].gathers and self.ppn > K.MAX_NVLS_ARITY:
             return False
         if algorithm == "NVLSTree" and self.nodes == 1:
             return False
@@ -181,7 +189,8 @@ def latency(s: System, func: str, algorithm: str, protocol: str) -> float:
         step = K.HW_LATENCY[intra_hw if s.nodes == 1 else "NET"][a][p]
         if func in ("broadcast", "reduce"):
             return lat + step  # sameChannels (396-397)
-        overhead = 0.0 if s.nodes == 1 else K.NET_OVERHEAD * (3 if p == "Simple" else 1)  # 404-409
+        net = K.NET_OVERHEAD_AMD if s.amd_cpu else K.NET_OVERHEAD  # getNetOverhead()
+        overhead = 0.0 if s.nodes == 1 else net * (3 if p == "Simple" else 1)  # 404-409
         n_inter = f.inter_steps(s.nodes)
         return lat + (f.nsteps(s.ranks) - n_inter) * max(intra, overhead) + n_inter * inter  # 410-412
     log_nodes = int(math.log2(s.nodes))  # log2i
@@ -230,24 +239,35 @@ def time_us(s: System, func: str, algorithm: str, protocol: str, nbytes: int) ->
 
 
 def choose(
-    s: System, func: str, nbytes: int, algorithms=None, protocols=None
+    s: System,
+    func: str,
+    nbytes: int,
+    algorithms=None,
+    protocols=None,
+    *,
+    op: str = "sum",
+    dtype: str = "float32",
 ) -> tuple[str, str, dict[tuple[str, str], float]]:
     """The (algorithm, protocol) NCCL runs, and its predicted time of every pair (us).
 
     The first minimum in NCCL's order wins (``topoGetAlgoInfo``, enqueue.cc 2035-2044);
     ``algorithms`` and ``protocols`` restrict the choice as ``NCCL_ALGO`` and
-    ``NCCL_PROTO`` do.
+    ``NCCL_PROTO`` do. ``op`` and ``dtype`` apply ``updateCollCostTable``'s exclusions:
+    no PAT reduce-scatter for ``avg`` (:meth:`System.available`), and an fp8 reduction on
+    a ring of more than 8 ranks priced 1024 times its time, so that any other algorithm wins.
     """
     if func not in FUNCS:
         raise ValueError(f"NCCL's tuner models {tuple(FUNCS)}, not {func!r}")
     table = {}
     for a in K.ALGORITHMS:
-        if algorithms is not None and a not in algorithms:
+        if (algorithms is not None and a not in algorithms) or not s.available(func, a, op):
             continue
         for p in K.PROTOCOLS:
             if protocols is not None and p not in protocols:
                 continue
             t = time_us(s, func, a, p, nbytes)
+            if t >= 0 and a == "Ring" and dtype in K.FP8 and s.ranks > K.FP8_RING_RANKS:
+                t *= K.FP8_RING_PENALTY
             if t >= 0:
                 table[a, p] = t
     if not table:

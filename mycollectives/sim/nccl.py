@@ -23,6 +23,7 @@ model, is priced by the same link loads with Simple's latency.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -92,14 +93,19 @@ def system(topo: Topology, world_size: int | None = None) -> model.System:
 
 
 def choose(collective: str, nbytes: int, topo: Topology, world_size: int | None = None, algorithms=None,
-           protocols=None) -> tuple[str, str, dict[tuple[str, str], float]]:  # fmt: skip
-    """The (algorithm, protocol) NCCL's tuner runs, and its predicted time of every pair (seconds)."""
+           protocols=None, *, op: str = "sum", dtype: str = "float32",
+           amd_cpu: bool = False) -> tuple[str, str, dict[tuple[str, str], float]]:  # fmt: skip
+    """The (algorithm, protocol) NCCL's tuner runs, and its predicted time of every pair (seconds);
+    ``op``, ``dtype`` and ``amd_cpu`` select NCCL's exclusions and its AMD network overhead."""
     c = canonical(collective)
     if c == "all_to_all":
         return P2P, "Simple", {(P2P, "Simple"): float("nan")}
     algos = None if algorithms is None else [nccl_name(a) for a in algorithms]
     protos = None if protocols is None else [nccl_name(p) for p in protocols]
-    a, p, table = model.choose(system(topo, world_size), c, int(nbytes), algos, protos)
+    s = system(topo, world_size)
+    if amd_cpu:
+        s = replace(s, amd_cpu=True)
+    a, p, table = model.choose(s, c, int(nbytes), algos, protos, op=op, dtype=dtype)
     return a, p, {k: v * 1e-6 for k, v in table.items()}
 
 
@@ -161,20 +167,51 @@ def link_loads(topo: Topology, t: ch.Traffic) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _cap(s: model.System, c: str, a: str, proto: str) -> float:
-    """The protocols' own ceilings in NCCL's model, as algorithm bandwidth (bytes/s)."""
-    if a not in ("Ring", "Tree") or c not in model.FUNCS or proto == "Simple":
+    """What one channel's kernel can move, whatever the links, as algorithm bandwidth (bytes/s).
+
+    NCCL's tuner caps each channel (tuning.cc, NCCL 2.30.7): LL and LL128 by their
+    per-channel ceilings, NVLSTree by ``perChMaxNVLSTreeBws``. The last is the cost of NVLSTree's network leg: a channel
+    that also sends up and receives down a tree splits its 16 warps into 5 that reduce in
+    the switch and send to the network, 4 that receive from it and multicast, and the rest
+    that copy in and out (``src/device/all_reduce.h``), where single-node NVLS gives the
+    switch work the whole channel; the links would allow more than those warps move.
+    """
+    if c not in model.FUNCS:
         return math.inf
     g = s.graph(a)
     col = s.column()
+    f = model.FUNCS[c]
+    if proto == "Simple" and a == "NVLSTree" and c == "all_reduce":
+        return g.channels * K.PER_CHANNEL_NVLS_TREE[s.arch][col] * s.ranks / f.nsteps(s.ranks) * 1e9
+    if a not in ("Ring", "Tree") or proto == "Simple":
+        return math.inf
     if proto == "LL":
         bus = model._ll_max_bw(s)
     elif a == "Ring":
         bus = g.channels * K.PER_CHANNEL_RING_LL128[s.arch]
     else:
         bus = g.channels * K.PER_CHANNEL_TREE_LL128[s.arch][col]
-    f = model.FUNCS[c]
     ratio = s.ranks / f.nsteps(s.ranks) if a == "Ring" else 0.5
     return bus * ratio * 1e9
+
+
+def _fill(s: model.System, a: str, nbytes: int, rate: float) -> float:
+    """Seconds NVLS's pipeline takes to fill and drain, on one node.
+
+    One loop moves ``channels x heads x chunk`` bytes through three stages (scatter, the
+    switch, gather); the first loop's gather waits for two stage times, the last loop's
+    scatter is followed by two: ``(stages - 1) x loop / rate``. NCCL shrinks the chunk for
+    small calls (``calcCollChunking``, enqueue.cc), which this follows. Why nccl-tests on
+    8 H100s reaches NVLS's peak only from a few GiB (``nccl_tests_issue212``).
+    """
+    if a != "NVLS" or s.nodes > 1 or s.arch not in K.NVLS_CHANNELS:
+        return 0.0
+    ops = K.NVLS_CHANNELS[s.arch] * min(K.MAX_NVLS_ARITY, s.ranks)  # concurrentOps
+    chunk = K.NVLS_CHUNK
+    for factor, smaller in ((64, 65536), (8, 32768), (2, 16384)):
+        if nbytes < factor * ops * chunk and chunk > smaller:
+            chunk = smaller
+    return (K.NVLS_STAGES - 1) * ops * chunk / rate
 
 
 def _latency(s: model.System, c: str, a: str, proto: str, nbytes: int) -> float:
@@ -217,7 +254,7 @@ def simulate_nccl(
     busiest = int(np.argmax(per_byte))
     rate = min(1.0 / per_byte[busiest] if per_byte[busiest] > 0 else math.inf, _cap(s, c, a, proto))
     latency = _latency(s, c, a, proto, nbytes)
-    bandwidth_time = nbytes / rate if nbytes else 0.0
+    bandwidth_time = nbytes / rate + _fill(s, a, nbytes, rate) if nbytes else 0.0
     total = (hop + switch) / topology.link_raw_bw
     bound = busbw_factor(c, p) / total.max() / 1e9 if total.max() > 0 else math.inf
     keep = topology.num_links <= 4_000_000
