@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("errors", "ops", "schedule", "nccl", "topology", "flight", "timing")),
+    ("base", ("errors", "ops", "schedule", "nccl", "topology", "flight", "timing", "cliargs")),
     ("transport", ("transport", "symmetric")),
     ("collectives", ("collectives",)),
     ("algorithms", ("algorithms",)),
@@ -39,6 +39,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "layers",
             "doctor",
             "virtual",
+            "torchpg",
         ),
     ),
     ("the package", ("",)),

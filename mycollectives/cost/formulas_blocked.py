@@ -2,14 +2,14 @@
 
 All-gather, reduce-scatter, scatter, gather, all-to-all and the barrier; the
 rooted ones and all-reduce are in :mod:`~mycollectives.cost.formulas`, which
-imports this module (so every form is in ``FORMULAS``) and explains the
+imports this module (so every form is in ``FORMULAS``, :mod:`.forms`) and explains the
 notation.
 """
 
 from __future__ import annotations
 
 from ..schedule import ceil_log2, floor_pow2
-from .formulas import _binomial_blocks, _cdiv, _nodes, _recursive, formula
+from .forms import _binomial_blocks, _cdiv, _nodes, _recursive, formula
 
 # --- all-gather and reduce-scatter (n = one rank's block) -------------------
 

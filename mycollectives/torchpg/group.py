@@ -17,7 +17,7 @@ from functools import partial
 import torch
 import torch.distributed as dist
 
-import mycollectives as mc
+from .. import api as mc
 
 from .work import TorchWork
 

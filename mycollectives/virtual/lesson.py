@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from ..api import all_reduce
-from ..exercises.answers import expect, passed
+from ..exercises.answers import exercise, expect, need, passed
 from . import maestro as _m
 from .runner import run
 
@@ -61,8 +61,10 @@ def plot_timeline(result, ax, ranks=None, t_max: float | None = None) -> None:
     ax.legend(handles=handles, loc="lower right", fontsize=8)
 
 
+@exercise
 def check_step_time(answer, buckets: int = 4, nbytes: int = 16 << 20, seconds: float = 1e-4) -> None:
     """The exercise: the overlapped step's time on one DGX H100, predicted from one bucket's all-reduce time."""
+    need(answer, "step_time, in seconds")
     got = run(bucketed_step, "dgx_h100", 1, (buckets, nbytes, seconds, True), timeout=300)
     want = max(got.results)
     passed(
