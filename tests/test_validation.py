@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from mycollectives.sim import validate
-from mycollectives.viz import validation
 from mycollectives.topology import NODES
+from mycollectives.viz import validation
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL_KEYS = {"node", "nodes", "nics_per_node", "nic", "algorithm", "protocol", "size", "gpus", "gpus_per_node",

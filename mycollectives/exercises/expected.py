@@ -20,7 +20,6 @@ from ..collectives import Collective, Spec, numpy_reduce, record
 FILL = -7  # outputs start as this, so "never written" is recognisable
 
 
-
 @dataclass(frozen=True)
 class Case:
     collective: str
