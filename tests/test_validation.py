@@ -46,9 +46,7 @@ def test_two_node_h100_nvlstree_pays_its_kernel_ceiling():
     assert all(validate.results()[i][0].algorithm == "NVLSTree" for i in errs)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="single-node points sit 0-3 % over; nt149 (~200 at 1 GiB) 19 % over"
-)
+@pytest.mark.xfail(strict=True, reason="single-node points sit 0-3 % over; nt149 (~200 at 1 GiB) 19 % over")
 def test_asserted_set_meets_the_issue_targets():
     errs = list(_signed().values())
     over = sum(e > 0 for e in errs)

@@ -18,7 +18,6 @@ import torch
 import torch.distributed as dist
 
 from .. import api as mc
-
 from .work import TorchWork
 
 BACKEND = "mycollectives"
