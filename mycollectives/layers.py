@@ -33,7 +33,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "sim",
             "viz",
             "bench",
-            "exercises",
             "memory",
             "parallel",
             "layers",
@@ -42,6 +41,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "torchpg",
         ),
     ),
+    ("the book's support", ("book",)),
     ("the package", ("",)),
 )
 

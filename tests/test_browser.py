@@ -13,7 +13,7 @@ How large a figure's text shows needs two numbers. The browser gives the
 scale (displayed width over the PNG's natural width); the font sizes only
 matplotlib knew, so each PNG carries them: in the book build's kernels (the
 startup file in ``_ipython``) every PNG records the smallest font it was drawn with, and its dpi
-(``mycollectives.viz.figrecord``). Text shows at ``pt * dpi / 72 * scale``
+(``mycollectives.book.figrecord``). Text shows at ``pt * dpi / 72 * scale``
 pixels. An image without that record fails: the test does not guess.
 ``test_the_checks_catch_a_crowded_figure_and_a_wide_output`` shows the
 checks failing where they should, on a page built around the six-panel
@@ -43,7 +43,7 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 
-from mycollectives.viz.figrecord import read_record
+from mycollectives.book.figrecord import read_record
 
 pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[1]
@@ -318,7 +318,7 @@ def _figure_png(crowded: bool) -> bytes:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from mycollectives.viz.figrecord import install
+    from mycollectives.book.figrecord import install
 
     undo = install()
     try:

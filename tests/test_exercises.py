@@ -7,8 +7,9 @@ import pytest
 import torch
 
 import mycollectives as mc
+from mycollectives.book import exercises
+from mycollectives.book.exercises import ExerciseFailure, check_collective
 from mycollectives.collectives import record
-from mycollectives.exercises import ExerciseFailure, check_collective
 
 pytestmark = pytest.mark.timeout(120)
 SMALL = {"world_sizes": (1, 2, 3, 5), "counts": (0, 1, 7)}
@@ -79,7 +80,7 @@ def test_right_answers_pass(fn, collective, capsys):
     assert n > 0 and "Correct" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("collective", mc.exercises.COLLECTIVES)
+@pytest.mark.parametrize("collective", exercises.COLLECTIVES)
 def test_the_package_own_algorithms_pass_when_allowed(collective):
     c = record(collective)
 

@@ -8,9 +8,8 @@ import pytest
 import torch
 
 import mycollectives as mc
-from mycollectives.cost import Machine
-from mycollectives.exercises import ExerciseFailure, check_collective
-from mycollectives.exercises.algorithms import (
+from mycollectives.book.exercises import ExerciseFailure, check_collective
+from mycollectives.book.exercises.algorithms import (
     busiest_sender,
     check_all_reduce_design,
     check_broadcast_design,
@@ -22,6 +21,7 @@ from mycollectives.exercises.algorithms import (
     network_bytes,
     pat_messages,
 )
+from mycollectives.cost import Machine
 from mycollectives.schedule import ceil_log2
 from tests.unanswered import assert_not_answered
 

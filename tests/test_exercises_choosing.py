@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import mycollectives as mc
-from mycollectives.exercises.choosing import (
+from mycollectives.book.exercises.choosing import (
     CALIBRATION_SIZES,
     calibration_times,
     check_all_to_all_design,

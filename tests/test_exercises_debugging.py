@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from mycollectives import doctor
-from mycollectives.exercises import debugging as ex
+from mycollectives.book.exercises import debugging as ex
 from mycollectives.sim import simulate
 from mycollectives.topology import dgx_h100
 

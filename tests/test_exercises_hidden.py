@@ -141,7 +141,7 @@ def test_pages_state_the_checkers_world_sizes():
     """The pages name the world sizes check_collective tries; they must be its defaults."""
     import inspect
 
-    from mycollectives.exercises import check_collective
+    from mycollectives.book.exercises import check_collective
 
     sizes = inspect.signature(check_collective).parameters["world_sizes"].default
     said = ", ".join(map(str, sizes[:-1])) + f" and {sizes[-1]}"

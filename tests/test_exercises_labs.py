@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from mycollectives.bench.runner import Result
+from mycollectives.book.exercises import labs
 from mycollectives.cost import Machine
 from mycollectives.cost.fit import Textbook
-from mycollectives.exercises import labs
 from tests.unanswered import assert_not_answered
 
 

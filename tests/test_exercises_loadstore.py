@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mycollectives.exercises import loadstore as ex
+from mycollectives.book.exercises import loadstore as ex
 from tests.unanswered import assert_not_answered
 
 MIB = 1 << 20

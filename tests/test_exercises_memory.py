@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from mycollectives.exercises.memory import (
+from mycollectives.book.exercises.memory import (
     check_activation_bytes,
     check_decode_design,
     check_gpus_for_state,

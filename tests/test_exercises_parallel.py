@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import mycollectives as mc
-from mycollectives.exercises import parallel as ex
+from mycollectives.book.exercises import parallel as ex
 from mycollectives.parallel.config import LLAMA3_8B, LLAMA3_70B
 from mycollectives.parallel.layout import Layout
 

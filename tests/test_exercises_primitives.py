@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import mycollectives as mc
-from mycollectives.exercises import ExerciseFailure, check_collective
-from mycollectives.exercises.primitives import (
+from mycollectives.book.exercises import ExerciseFailure, check_collective
+from mycollectives.book.exercises.primitives import (
     LINKS,
     check_all_gather_traffic,
     check_alpha_beta,

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import mycollectives as mc
-from mycollectives.exercises import ExerciseFailure, nccl_model
-from mycollectives.exercises import topology as ex
+from mycollectives.book.exercises import ExerciseFailure, nccl_model
+from mycollectives.book.exercises import topology as ex
 from mycollectives.nccl import constants as K
 from mycollectives.sim.nccl import system as nccl_system
 from mycollectives.topology import NET, NVLINK, cluster, dgx_a100

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mycollectives.exercises.primitives import LINKS
-from mycollectives.exercises.training import (
+from mycollectives.book.exercises.primitives import LINKS
+from mycollectives.book.exercises.training import (
     check_dp_design,
     check_tp_decode,
     data_parallel_bytes,

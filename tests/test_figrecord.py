@@ -1,4 +1,4 @@
-"""Every PNG a notebook writes records its smallest font (mycollectives.viz.figrecord):
+"""Every PNG a notebook writes records its smallest font (mycollectives.book.figrecord):
 the record is what matplotlib drew, survives savefig, and is absent where it was not made."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from mycollectives.viz import figrecord  # noqa: E402
+from mycollectives.book import figrecord  # noqa: E402
 
 
 def _png(fig, **kwargs) -> bytes:
@@ -76,4 +76,4 @@ def test_importing_the_package_installs_no_hook():
         if m not in seen:
             seen.add(m)
             todo += graph.get(m, ())
-    assert "mycollectives.viz.figrecord" not in seen
+    assert "mycollectives.book.figrecord" not in seen

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from mycollectives.exercises.primitives import LINKS
+from mycollectives.book.exercises.primitives import LINKS
 from mycollectives.nccl import Graph, Hardware, System, bandwidth, choose, latency, system
 from mycollectives.nccl import constants as K
 from mycollectives.topology import NET, NVLINK, PROTOCOLS

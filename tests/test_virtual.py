@@ -341,7 +341,7 @@ def test_concurrent_transfers_share_a_nic():
 
 
 def test_bucketed_overlap_hides_at_least_half_of_the_all_reduce_time():
-    from mycollectives.virtual.lesson import bucketed_step
+    from mycollectives.book.virtual_lesson import bucketed_step
 
     args = (4, 4 * MiB, 1e-4)  # each piece of backward outlasts one bucket's all-reduce
     comm = max(virtual.run(bucketed_step, "dgx_h100", 1, (4, 4 * MiB, 0.0, False), timeout=T).results)
@@ -405,7 +405,7 @@ def test_a_works_future_waits_in_virtual_time_and_chains():
 
 
 def test_the_pages_exercise_check_accepts_the_pipeline_answer_and_rejects_the_sum(capsys):
-    from mycollectives.virtual.lesson import check_step_time
+    from mycollectives.book.virtual_lesson import check_step_time
 
     nbytes, t = 1 * MiB, 1e-5
     c = simulate("all_reduce", "ring", nbytes, cluster("dgx_h100", nodes=1)).time_s

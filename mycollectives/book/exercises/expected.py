@@ -1,6 +1,6 @@
 """What a checked collective should produce, and how a wrong value is told.
 
-The half of :mod:`mycollectives.exercises.check` that knows the collectives'
+The half of :mod:`mycollectives.book.exercises.check` that knows the collectives'
 definitions: a :class:`Case` (collective, world size, dtype, count, root),
 the encoded inputs each rank gets and the result each rank must end with
 (:func:`inputs`), and the comparison that turns a wrong element into a
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..collectives import Collective, Spec, numpy_reduce, record
+from ...collectives import Collective, Spec, numpy_reduce, record
 
 FILL = -7  # outputs start as this, so "never written" is recognisable
 

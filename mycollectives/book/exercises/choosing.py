@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ..algorithms import Spec, build, register, unregister
-from ..collectives import record
-from ..cost import Machine, crossover_size
-from ..verify import VerificationError, verify
+from ...algorithms import Spec, build, register, unregister
+from ...collectives import record
+from ...cost import Machine, crossover_size
+from ...verify import VerificationError, verify
 from .algorithms import choice_line
 from .answers import exercise, expect, near, need, number, passed
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..sim.nccl import choose
-from ..topology import Topology, dgx_h100
+from ...sim.nccl import choose
+from ...topology import Topology, dgx_h100
 from .answers import exercise
 
 # --- exercise: pick NCCL's protocol ------------------------------------------------------

@@ -2,14 +2,14 @@
 
 Each check takes the reader's numbers and choice, computes the expected ones
 from the collectives' records (:mod:`mycollectives.collectives`: the bytes
-a rank must move) and the link figures of :data:`~mycollectives.exercises.primitives.LINKS`, and
+a rank must move) and the link figures of :data:`~mycollectives.book.exercises.primitives.LINKS`, and
 explains a typical wrong answer: a ring's bytes counted as ``2n``, the
 second all-gather of FSDP forgotten, NCCL's base latency charged per step.
 """
 
 from __future__ import annotations
 
-from ..collectives import COLLECTIVE
+from ...collectives import COLLECTIVE
 from .answers import exercise, expect, near, need, number, passed
 from .primitives import LINKS
 

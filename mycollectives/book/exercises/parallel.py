@@ -22,13 +22,13 @@ from collections.abc import Callable
 
 import torch
 
-from ..parallel import costs, traffic
-from ..parallel.calculator import StepReport, step_time
-from ..parallel.config import LLAMA3_8B, LLAMA3_70B, LLAMA3_405B, MIXTRAL_8X7B, ModelConfig
-from ..parallel.layout import Layout
-from ..parallel.search import search
-from ..topology import cluster
-from ..transport import LocalWorld
+from ...parallel import costs, traffic
+from ...parallel.calculator import StepReport, step_time
+from ...parallel.config import LLAMA3_8B, LLAMA3_70B, LLAMA3_405B, MIXTRAL_8X7B, ModelConfig
+from ...parallel.layout import Layout
+from ...parallel.search import search
+from ...topology import cluster
+from ...transport import LocalWorld
 from .answers import correct
 
 NOT_ANSWERED = "not answered yet: "

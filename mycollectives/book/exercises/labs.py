@@ -60,7 +60,7 @@ def check_closest_to_native(
     ``results`` are the bench's records of this run, ``model`` and ``params``
     the cost model it was calibrated with (the lab's section 2).
     """
-    from ..bench.predicted import predicted_us
+    from ...bench.predicted import predicted_us
 
     need(at_largest, "at_largest, an algorithm name")
     need(at_smallest, "at_smallest, an algorithm name")

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import torch
 
-from ..collectives import busbw_factor
-from ..cost import Machine, closed_form
+from ...collectives import busbw_factor
+from ...cost import Machine, closed_form
 from .answers import near, number
 
 NOT_ANSWERED = "not answered yet: set {} in the cell above and run this cell again"
@@ -204,10 +204,10 @@ def check_bucket_size(answer_mib: float | None) -> None:
 def mystery(directory: str | os.PathLike) -> Path:
     """Run a small training loop on a local world of four ranks, one rank misbehaving, and
     leave every rank's flight record in ``directory``; returns it."""
-    from .. import api, flight
-    from ..errors import CollectiveError
-    from ..flight.files import dump
-    from ..transport import LocalWorld
+    from ... import api, flight
+    from ...errors import CollectiveError
+    from ...flight.files import dump
+    from ...transport import LocalWorld
 
     directory = Path(directory)
     old = os.environ.get("MYCOLLECTIVES_FLIGHT_DIR")

@@ -6,7 +6,7 @@ sources), and the ``check_*`` functions of the chapter's exercises. Each
 check computes the expected value here, from the package, raises
 ``AssertionError`` with a message that says what is wrong, or prints what
 was right. The "implement" exercises whose answer is a collective use
-:func:`~mycollectives.exercises.check.check_collective`; the ring shift, which is
+:func:`~mycollectives.book.exercises.check.check_collective`; the ring shift, which is
 not a collective, has its own check here.
 """
 
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..bench.factors import bandwidths, busbw_factor
-from ..nccl.constants import BASE_LATENCY, HW_LATENCY
+from ...bench.factors import bandwidths, busbw_factor
+from ...nccl.constants import BASE_LATENCY, HW_LATENCY
 from .answers import exercise, expect, near, need, number, passed
 
 
@@ -226,7 +226,7 @@ def check_traffic_and_busbw(received: float | None, total: float | None, busbw: 
 
 
 def _ring_shift_case(fn: Callable, p: int, count: int, dtype: torch.dtype, timeout: float) -> None:
-    from ..transport import LocalWorld
+    from ...transport import LocalWorld
 
     def body(rank: int):
         send = (torch.arange(count) + 1000 * rank).to(dtype)

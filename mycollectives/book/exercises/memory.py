@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import math
 
-from ..memory.ledger import EncoderConfig, activation_bytes
-from ..memory.vendor import A100, H100, GPUSpec
+from ...memory.ledger import EncoderConfig, activation_bytes
+from ...memory.vendor import A100, H100, GPUSpec
 from .answers import exercise, expect, near, need, number, passed
 
 

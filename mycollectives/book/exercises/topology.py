@@ -5,10 +5,10 @@ wrong, or prints what was right, and returns nothing; it never prints
 success before a failure. The expected values come from the package itself
 (the simulator, the topology presets, the schedules), so the notebook shows
 the question and not the answer. The exercises on NCCL's cost model are in
-:mod:`mycollectives.exercises.nccl_model`.
+:mod:`mycollectives.book.exercises.nccl_model`.
 
 ``check_hierarchical_all_reduce`` wraps the shared harness
-(``mycollectives.exercises.check_collective``) to hand the reader's
+(``mycollectives.book.exercises.check_collective``) to hand the reader's
 function the node size, and adds a rule of its own: only node leaders may
 send between nodes.
 """
@@ -22,8 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import torch
 
-from ..sim import simulate
-from ..topology import NET, NVLINK, cluster
+from ...sim import simulate
+from ...topology import NET, NVLINK, cluster
 from .algorithms import network_bytes
 from .answers import close, exercise, need, off
 
@@ -36,7 +36,7 @@ GIB = 1 << 30
 def _leaders_only(fn: Callable, world_size: int, local_size: int, count: int = 12) -> None:
     """Run ``fn`` once on a traced local world; every message between two nodes
     must go from a node leader (local rank 0) to another node leader."""
-    from ..transport import LocalWorld
+    from ...transport import LocalWorld
 
     world = LocalWorld(world_size, timeout=5.0, eager_bytes=0)
 

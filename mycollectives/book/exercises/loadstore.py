@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import math
 
-from ..algorithms import schedule_for
-from ..cost import Machine, counted_cost, traffic
-from ..loadstore import reads
+from ...algorithms import schedule_for
+from ...cost import Machine, counted_cost, traffic
+from ...loadstore import reads
 from .answers import correct, exercise, need, off
 
 MIB = 1 << 20
@@ -183,7 +183,7 @@ def check_nvlink_choice(
 @exercise
 def check_heap_picks(small: str | None, large: str | None, p: int = 4) -> None:
     """Chapter 4b design: the all-reduce for 16 KiB and 16 MiB heap tensors on ``p`` ranks."""
-    from ..auto import LOADSTORE, choose
+    from ...auto import LOADSTORE, choose
 
     need(small, "the algorithm for 16 KiB")
     need(large, "the algorithm for 16 MiB")

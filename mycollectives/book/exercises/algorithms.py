@@ -5,7 +5,7 @@ schedule that :func:`~mycollectives.algorithms.registry.schedule_for` returns, o
 model of :mod:`mycollectives.cost`), raises ``AssertionError`` with a message
 that says what is wrong, or prints what was right once every part is. The
 "implement this algorithm" exercises of the chapter use ``check_collective``
-from ``mycollectives.exercises`` instead. The two design problems
+from ``mycollectives.book.exercises`` instead. The two design problems
 (:func:`check_all_reduce_design`, :func:`check_broadcast_design`) ask for a
 choice and its time, and say why a wrong choice loses.
 """
@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..algorithms import DEFAULT_SEGMENT_BYTES, canonical, schedule_for
-from ..cost import Machine, counted_cost, crossover_size, predict, traffic
+from ...algorithms import DEFAULT_SEGMENT_BYTES, canonical, schedule_for
+from ...cost import Machine, counted_cost, crossover_size, predict, traffic
 from .answers import exercise, expect, need, number, off, passed
 
 

@@ -25,9 +25,9 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from ..collectives import COLLECTIVES, record
-from ..errors import CollectiveTimeout, DeadlockError
-from ..transport import LocalWorld
+from ...collectives import COLLECTIVES, record
+from ...errors import CollectiveTimeout, DeadlockError
+from ...transport import LocalWorld
 from .answers import exercise, need
 from .expected import Case, Code, compare, inputs
 

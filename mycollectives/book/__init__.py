@@ -1,0 +1,10 @@
+"""What the book's pages use and the library never does.
+
+``exercises``: the checks under every exercise (each prints ``not answered
+yet`` until the reader answers); ``figrecord``: every PNG a page's kernel
+writes records its smallest font, for the browser test (a page's kernel opts
+in through ``_ipython``'s startup file); ``virtual_lesson``: the bucketed step
+and the exercise of the page on the virtual cluster. No module of the package
+outside this one imports it (:mod:`mycollectives.layers` puts it in a layer of
+its own, above the library's).
+"""
