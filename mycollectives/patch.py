@@ -24,7 +24,7 @@ and the ``torch.ops._c10d_functional`` operators under them), which DTensor
 ``distribute_tensor``) and ``torch.compile`` call without going through
 ``dist.*``; those run torch's own collectives, on the process group's
 backend. The patch does not pretend otherwise: while it is in place, the
-first call of each functional collective warns with :class:`NotRouted`
+first call of each functional collective warns with ``NotRouted``
 (and still runs torch's), so a program can see which of its collectives the
 package did not run (``warnings.simplefilter("error", NotRouted)`` makes it
 an error).
@@ -63,7 +63,7 @@ class NotRouted(UserWarning):
 
 
 def _announced(module, name: str, original: Callable) -> Callable:
-    """``original``, warning with :class:`NotRouted` the first time it runs."""
+    """``original``, warning with ``NotRouted`` the first time it runs."""
     said = []
 
     @functools.wraps(original)

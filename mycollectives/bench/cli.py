@@ -5,7 +5,7 @@ or let ``--nprocs N`` spawn N local gloo processes. Flags as in nccl-tests
 (``-b -e -f -i -n -w -c -o -d -r``); ``-o`` is the reduction op, as there,
 and ``--collective`` picks the collective (nccl-tests has one binary each).
 Every flag is checked before any process starts: a bad one is refused in
-one line, exit status 2 (:mod:`mycollectives.cliargs`), never a traceback
+one line, exit status 2 (``mycollectives.cliargs``), never a traceback
 from each rank.
 """
 

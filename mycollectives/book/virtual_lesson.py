@@ -21,7 +21,7 @@ from .exercises.answers import exercise, expect, need, passed
 def bucketed_step(rank: int, buckets: int, nbytes: int, seconds: float, overlap: bool = True) -> float:
     """One step: ``buckets`` pieces of backward of ``seconds`` each, a ``nbytes`` all-reduce (ring)
     per bucket, async on the stream if ``overlap``; returns this rank's step time (virtual seconds)."""
-    from . import compute
+    from ..virtual import compute
 
     grads = [torch.full((nbytes // 4,), float(rank)) for _ in range(buckets)]
     t0 = _m.current().clock

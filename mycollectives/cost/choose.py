@@ -8,7 +8,7 @@ algorithm needs no formula to be ranked; :func:`cheapest` takes the minimum
 
 Counting builds every schedule: milliseconds at a few ranks, seconds at a
 thousand (a schedule holds every transfer of every rank). Above
-:data:`COUNT_UP_TO` ranks an algorithm that has a closed form
+``COUNT_UP_TO`` ranks an algorithm that has a closed form
 (:data:`~mycollectives.cost.formulas.FORMULAS`) is ranked by it instead, as
 NCCL's tuner evaluates its formulas in microseconds; an algorithm without
 one is still counted, and so is symmetric memory (``Machine.loads``), which
@@ -53,7 +53,7 @@ def predict(
     method: str = "auto",
 ) -> dict[str, float]:
     """Time of each algorithm, in menu order: counted from its schedule, or
-    (``method="formula"``, and ``"auto"`` above :data:`COUNT_UP_TO` ranks) its
+    (``method="formula"``, and ``"auto"`` above ``COUNT_UP_TO`` ranks) its
     closed form where it has one.
 
     An algorithm that reads the node size (``uses`` holds ``local_size``) is a

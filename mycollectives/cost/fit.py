@@ -9,7 +9,7 @@ so :func:`fit` solves least squares on the measured times, then counts again
 with the new parameters until the busiest rows stop changing.
 
 Three models: :class:`Textbook`, chapter 3's (full-duplex links, a core per
-rank), :class:`Launched`, the same with a latency paid once per call (GPUs
+rank), ``Launched``, the same with a latency paid once per call (GPUs
 under NCCL), and :class:`~.cpu.CpuModel`, for CPU processes that
 share a machine.
 """

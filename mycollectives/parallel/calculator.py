@@ -1,7 +1,7 @@
 """The step-time calculator (chapter 5): :func:`step_time` and its command line.
 
-The calculator itself lives in :mod:`.step` (:func:`step_time`,
-:class:`StepReport`, :class:`Row`, :class:`Overlap`) and is imported from here.
+The calculator itself lives in ``mycollectives.parallel.step`` (:func:`step_time`,
+:class:`StepReport`, :class:`Row`, ``Overlap``) and is imported from here.
 ``python -m mycollectives.parallel.calculator`` prints, for one layout, the
 table the chapter prints (:meth:`~.calculator.StepReport.table`), or with
 ``--search`` the layouts that fit in memory, fastest first::

@@ -8,7 +8,7 @@ beside the compute:
 - compute: the step's FLOPs per GPU (:meth:`~.config.ModelConfig.flops_per_token`,
   plus a second forward pass under full recomputation) at ``compute_rate``;
 - each collective is *hidden* behind the compute that may overlap it, as far
-  as that compute lasts and as far as :class:`Overlap` allows, and
+  as that compute lasts and as far as ``Overlap`` allows, and
   *exposed* otherwise: the gradient reduction behind the last micro-batch's
   backward pass, FSDP's gathers and reduce-scatters behind every unit's
   compute by prefetch, ring attention's steps behind attention, tensor
@@ -16,7 +16,7 @@ beside the compute:
   matmul); expert and pipeline parallelism stay on the critical path;
 - the pipeline bubble, ``(pp - 1) / (v m)`` of the work of one stage.
 
-The defaults of :class:`Overlap` are an asymmetry to keep in mind: data
+The defaults of ``Overlap`` are an asymmetry to keep in mind: data
 parallelism, FSDP and ring attention hide *entirely* whenever there is
 compute enough (as if their kernels took nothing from the matmuls), while
 tensor parallelism hides *nothing* (Megatron-LM's default, no collective
@@ -196,7 +196,7 @@ def step_time(
     ``method``: ``"model"`` (the cost model, instant) or ``"sim"`` (every
     call simulated on ``topology``, which must then have ``layout.world``
     GPUs). ``compute_rate``: FLOP/s a GPU sustains (default: ``gpu``'s bf16
-    peak, an upper bound). ``overlap``: an :class:`Overlap`, ``True`` for
+    peak, an upper bound). ``overlap``: an ``Overlap``, ``True`` for
     its defaults, ``False`` to expose every collective. ``async_tp=True``
     hides tensor parallelism fully (``Overlap(tensor=1)``).
     """

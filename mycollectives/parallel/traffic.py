@@ -30,7 +30,7 @@ class Comm:
     (on the critical path), ``"backward"`` (the last micro-batch's backward
     pass), ``"forward"``, ``"compute"`` (every unit's compute, by prefetch),
     ``"attention"`` or ``"matmul"`` (the matmul it feeds, if a collective
-    matmul overlaps them; :class:`~.calculator.Overlap` says how much).
+    matmul overlaps them; ``Overlap`` says how much).
     """
 
     strategy: str

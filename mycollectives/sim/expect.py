@@ -13,7 +13,7 @@ last line always reads ``busbw: X GB/s``: scripts read it (a sweep with
 ``-e`` ends on its largest size). A flag it cannot use (a count below 1, a
 size of 0 bytes, more than ``MAX_NODES`` nodes, an oversubscription that is
 not a finite number from 1 up, an algorithm NCCL does not run for the
-collective) is refused in one line, exit status 2 (:mod:`mycollectives.cliargs`).
+collective) is refused in one line, exit status 2 (``mycollectives.cliargs``).
 """
 
 from __future__ import annotations

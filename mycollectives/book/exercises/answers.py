@@ -21,7 +21,7 @@ import math
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-F = TypeVar("F", bound=Callable[..., Any])
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 NOT_ANSWERED = "not answered yet"
 
@@ -53,7 +53,7 @@ def _placeholder_in(e: BaseException | None) -> BaseException | None:
     return None
 
 
-def exercise(check: F) -> F:
+def exercise(check: _F) -> _F:
     """Decorate a check: while an answer holds its placeholder, print
     ``not answered yet`` (naming what to set) and return ``None`` instead of
     checking anything; every other outcome is the check's own."""
