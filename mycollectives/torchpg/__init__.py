@@ -4,7 +4,7 @@ Inside a local world (``mc.LocalWorld(p).run(fn)``) or a virtual run, every
 rank is a thread of one process with a transport of its own. In such a
 thread, ``with thread_world():`` initialises ``torch.distributed`` for that
 thread alone: ``dist.is_initialized()``, ``dist.get_rank()`` is the thread's
-rank, and the default group is a :class:`ThreadProcessGroup` whose
+rank, and the default group is a ``ThreadProcessGroup`` whose
 ``all_reduce``, ``broadcast``, ``all_gather(_into_tensor)``,
 ``reduce_scatter(_tensor)``, ``all_to_all(_single)``, ``gather``,
 ``scatter``, ``reduce``, ``barrier``, ``send``/``recv`` and
@@ -17,8 +17,8 @@ training loops written for ``torchrun`` run unchanged, as ``torch``'s own
 threaded test process group lets its tests do (``virtual.run(fn,
 dist=True)`` opens a thread world in every rank). Inside one,
 ``init_process_group`` does nothing and ``new_group`` ignores the backend
-it names (see :mod:`.world`). Not served: a receive from any source, several
-tensors per rank; they raise :class:`Unsupported`. The ranks share one
+it names (see ``world``). Not served: a receive from any source, several
+tensors per rank; they raise ``Unsupported``. The ranks share one
 process: seed per-rank randomness with a ``torch.Generator`` of its own,
 not ``torch.manual_seed`` (one generator for all threads).
 

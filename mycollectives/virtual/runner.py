@@ -142,7 +142,7 @@ def run(
     timeout: float | None = None,
     **cluster_kw,
 ) -> Run:
-    """Run ``fn(rank, *args)`` on every GPU of ``cluster`` in virtual time; see :mod:`mycollectives.virtual`."""
+    """Run ``fn(rank, *args)`` on every GPU of ``cluster`` in virtual time; see ``mycollectives.virtual``."""
     if not callable(fn):
         raise TypeError(f"virtual.run: argument 'fn' must be callable, got {fn!r}")
     topo = topology_of(cluster, nodes, degrade, **cluster_kw)
