@@ -145,6 +145,12 @@ def _mode_options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         default=None,
         help="run on a virtual cluster (e.g. dgx_h100:2), ranks as threads, in virtual time, without torchrun",
     )
+    p.add_argument(
+        "--ranks",
+        type=int,
+        default=None,
+        help="with --virtual: use only the first N GPUs of the cluster (default: all of them)",
+    )
     p.add_argument("--threads", type=int, default=None, help=argparse.SUPPRESS)  # N thread ranks (tests)
     return p
 
@@ -202,14 +208,14 @@ def launch(main: Callable[[], None]) -> None:
     or ``--threads``, once per rank thread (the same code, the ranks of one process)."""
     known, _ = _mode_options(argparse.ArgumentParser(add_help=False)).parse_known_args(sys.argv[1:])
     if known.virtual:
-        _run_virtual(main, known.virtual)
+        _run_virtual(main, known.virtual, known.ranks)
     elif known.threads:
         _run_threads(main, known.threads)
     else:
         main()
 
 
-def _run_virtual(main: Callable[[], None], spec: str) -> None:
+def _run_virtual(main: Callable[[], None], spec: str, ranks: int | None = None) -> None:
     node, _, count = spec.partition(":")
     if not node or not (count or "1").isdigit() or int(count or "1") < 1:
         raise SystemExit(f"--virtual {spec!r}: expected NODE[:NODES], such as dgx_h100 or dgx_h100:2")
@@ -223,7 +229,9 @@ def _run_virtual(main: Callable[[], None], spec: str) -> None:
 
     _mode.update(mode="virtual", cluster=spec)
     torch.set_num_threads(1)
-    virtual.run(lambda rank: main(), cluster=node, nodes=int(count or "1"), setup=[torchpg.setup])
+    virtual.run(
+        lambda rank: main(), cluster=node, nodes=int(count or "1"), world_size=ranks, setup=[torchpg.setup]
+    )
 
 
 def _run_threads(main: Callable[[], None], n: int) -> None:
@@ -244,7 +252,9 @@ def _thread_env() -> Env:
     from mycollectives.transport import current_local
 
     rank, world = dist.get_rank(), dist.get_world_size()
-    local_size = getattr(current_local(), "local_size", None) or world  # a virtual run knows its nodes
+    local_size = min(
+        getattr(current_local(), "local_size", None) or world, world
+    )  # a virtual run knows its nodes
     native_group()
     device = torch.device("cpu")
     return Env(rank, world, rank % local_size, local_size, device, dist.get_backend(), **_mode)

@@ -23,19 +23,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from common import (
-    Env,
-    clock,
-    launch,
-    log,
-    make_model,
-    native_group,
-    parser,
-    save,
-    setup,
-    teardown,
-    timed,
-)
+from common import Env, clock, launch, log, make_model, native_group, parser, save, setup, teardown, timed
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
@@ -135,14 +123,16 @@ def main() -> None:
     args = parser(__doc__)
     args.add_argument("--width", type=int, default=None)
     args.add_argument("--depth", type=int, default=8)
-    args.add_argument("--steps", type=int, default=None, help="timed steps per variant")
+    args.add_argument("--batch", type=int, default=None, help="rows of the batch per rank")
+    args.add_argument("--steps", type=int, default=None, help="timed steps per variant (median)")
     args.add_argument("--trace", default=None, help="rank 0 writes a chrome trace (open in ui.perfetto.dev)")
     a = args.parse_args()
     env = setup()
     native_group()  # torch's DDP communicates here, our collectives on the default group
     width = a.width or (4096 if env.gpu else 256)
-    steps = a.steps or (20 if env.gpu else 3)
-    per_rank = 64 if env.gpu else 16
+    # virtual time is deterministic: one timed step (after a warm-up step) says all
+    steps = a.steps or (20 if env.gpu else 1 if env.mode == "virtual" else 3)
+    per_rank = a.batch or (64 if env.gpu else 16)
     gb = per_rank * env.world_size
     loss_fn = nn.MSELoss()
     tol = dict(rtol=1e-4, atol=1e-5) if env.gpu else dict(rtol=1e-5, atol=1e-6)
@@ -213,32 +203,7 @@ def main() -> None:
 
     # one step's timeline: when did backward run, and when each bucket's all-reduce
     m = BucketedDDP(make_model(width, a.depth, env), env, caps[0] * 2**20)
-    xs, ys = shard(x, env), shard(y, env)
-    step = lambda: (loss_fn(m(xs), ys).backward(), m.finish())  # noqa: E731
-    step()
-    m.events.clear()
-    dist.barrier(group=native_group())
-    profiling = a.trace is not None and env.rank == 0
-    with (
-        torch.profiler.profile(activities=_activities(env)) if profiling else contextlib.nullcontext() as prof
-    ):
-        t0 = clock(env)
-        with torch.profiler.record_function("forward"):
-            loss = loss_fn(m(xs), ys)
-        t1 = clock(env)
-        with torch.profiler.record_function("backward"):
-            loss.backward()
-        t2 = clock(env)
-        m.finish()
-        t3 = clock(env)
-    if profiling:
-        prof.export_chrome_trace(a.trace)
-        add_comm_thread(a.trace, m.events, t0)
-        log(env, f"profiler trace written to {a.trace}")
-    timeline = [("forward", t0, t1), ("backward", t1, t2), *m.events, ("finish", t2, t3)]
-    timeline = [(w, s - t0, e - t0) for w, s, e in timeline]
-    hidden = sum(max(0.0, min(e, t2 - t0) - s) for w, s, e in timeline if w.startswith("bucket"))
-    comm = sum(e - s for w, s, e in timeline if w.startswith("bucket"))
+    timeline, hidden, comm = one_step(m, shard(x, env), shard(y, env), loss_fn, env, a.trace)
     log(
         env,
         f"{len(m.buckets)} buckets: {hidden * 1e3:.2f} of {comm * 1e3:.2f} ms of all-reduce ran during backward",
@@ -258,6 +223,39 @@ def main() -> None:
     teardown()
 
 
+def one_step(
+    m: BucketedDDP, xs, ys, loss_fn, env: Env, trace: str | None = None
+) -> tuple[list, float, float]:
+    """Time one step of ``m`` after a warm-up step: its timeline (what, start, end) from the step's
+    start, and the seconds of all-reduce that ran during backward (hidden) out of all of it (comm)."""
+    step = lambda: (loss_fn(m(xs), ys).backward(), m.finish())  # noqa: E731
+    step()
+    m.events.clear()
+    dist.barrier(group=native_group())
+    profiling = trace is not None and env.rank == 0
+    with (
+        torch.profiler.profile(activities=_activities(env)) if profiling else contextlib.nullcontext() as prof
+    ):
+        t0 = clock(env)
+        with torch.profiler.record_function("forward"):
+            loss = loss_fn(m(xs), ys)
+        t1 = clock(env)
+        with torch.profiler.record_function("backward"):
+            loss.backward()
+        t2 = clock(env)
+        m.finish()
+        t3 = clock(env)
+    if profiling:
+        prof.export_chrome_trace(trace)
+        add_comm_thread(trace, m.events, t0)
+        log(env, f"profiler trace written to {trace}")
+    timeline = [("forward", t0, t1), ("backward", t1, t2), *m.events, ("finish", t2, t3)]
+    timeline = [(w, s - t0, e - t0) for w, s, e in timeline]
+    hidden = sum(max(0.0, min(e, t2 - t0) - s) for w, s, e in timeline if w.startswith("bucket"))
+    comm = sum(e - s for w, s, e in timeline if w.startswith("bucket"))
+    return timeline, hidden, comm
+
+
 def add_comm_thread(path: str, events: list[tuple[str, float, float]], t0: float) -> None:
     """Add the communication thread's all-reduces to a chrome trace.
 
@@ -273,11 +271,8 @@ def add_comm_thread(path: str, events: list[tuple[str, float, float]], t0: float
     trace["traceEvents"].append(name)
     for what, start, end in events:
         ts, dur = fwd["ts"] + (start - t0) * 1e6, (end - start) * 1e6
-        trace["traceEvents"].append(
-            dict(
-                name=f"mc.all_reduce {what}", ph="X", pid=pid, tid=tid, ts=ts, dur=dur, cat="user_annotation"
-            )
-        )
+        span = dict(name=f"mc.all_reduce {what}", ph="X", pid=pid, tid=tid, ts=ts, dur=dur)
+        trace["traceEvents"].append({**span, "cat": "user_annotation"})
     Path(path).write_text(json.dumps(trace))
 
 

@@ -84,6 +84,16 @@ def run_stage(stage: nn.Module, acts, env: Env, xs, ys, shape) -> dict:
     return dict(outputs=results, events=events, peak=peak, total=clock(env) - t0)
 
 
+def bubble_of(r: dict, p: int) -> tuple[float, float, list[dict]]:
+    """The bubble of a step that :func:`run_stage` timed (call on every stage): the mean over
+    stages of the fraction of the step spent not computing; the step's time; every stage's record."""
+    busy = sum(e - b for _, _, b, e in r["events"])
+    gathered: list = [None] * p
+    dist.all_gather_object(gathered, dict(events=r["events"], busy=busy, total=r["total"], peak=r["peak"]))
+    total = max(g["total"] for g in gathered)
+    return sum(1 - g["busy"] / total for g in gathered) / p, total, gathered
+
+
 def main() -> None:
     args = parser(__doc__)
     args.add_argument("--width", type=int, default=None)
@@ -110,7 +120,8 @@ def main() -> None:
         nn.functional.mse_loss(ref_out, y).backward()
         ref_grads = [q.grad.clone() for q in stage.parameters()]
         for kind in ("gpipe", "1f1b"):
-            run_stage(stage, schedule(kind, m, p, s), env, x.chunk(m), y.chunk(m), (micro, width))  # warm-up
+            if env.mode != "virtual":  # virtual time is deterministic: no warm-up to leave out
+                run_stage(stage, schedule(kind, m, p, s), env, x.chunk(m), y.chunk(m), (micro, width))
             stage.zero_grad()
             r = run_stage(stage, schedule(kind, m, p, s), env, x.chunk(m), y.chunk(m), (micro, width))
             if s == p - 1:
@@ -126,13 +137,7 @@ def main() -> None:
             assert r["peak"] == bound, (
                 f"{kind} stage {s}: {r['peak']} micro-batches in flight, expected {bound}"
             )
-            busy = sum(e - b for _, _, b, e in r["events"])
-            gathered: list = [None] * p
-            dist.all_gather_object(
-                gathered, dict(events=r["events"], busy=busy, total=r["total"], peak=r["peak"])
-            )
-            total = max(g["total"] for g in gathered)
-            bubble = sum(1 - g["busy"] / total for g in gathered) / p
+            bubble, total, gathered = bubble_of(r, p)
             sweep.append(
                 dict(
                     schedule=kind,
