@@ -20,10 +20,11 @@ protocol.
 * Setting up is collective (every rank of the group), under a timeout: the
   ranks agree on the names of their files and check that they share a host
   (``shm_setup.py``, which also says how files leave ``/dev/shm`` whichever
-  way a process ends). Constructing the transport sends nothing: the set-up
-  runs with the group's first message of a collective, inside that call, so
-  on the worker of an ``async_op=True`` call (which returns at once), and in
-  the group's own order, so groups may be first used in any order.
+  way a process ends). Constructing the transport starts the set-up on a
+  thread of its own and returns: the first call that needs the doorbells
+  waits for it (on the worker of an ``async_op=True`` call, which returns at
+  once), so new groups may be first used in any order, each set-up going on
+  while the others wait.
 * Each sender owns its regions (files in ``/dev/shm``, one growing set per
   peer) and names them with a random number of its own, which the token
   carries: two jobs, or two transports of one job, never share a file. The receiver unlinks a file as soon as it has mapped it
@@ -92,9 +93,11 @@ class ShmTransport:
         self.paths: set[str] = set()
         self._out: dict[int, Outbox] = {}
         self._in: dict[int, Inbox] = {}
-        self._bells: Doorbells | None = None  # set up on first use (see the module)
+        self._bells: Doorbells | None = None  # set up on a thread of its own (see the module)
         self._setup_timeout = setup_timeout or self.timeout
-        self._setup_lock = threading.Lock()
+        self._setup_error: BaseException | None = None
+        self._setup_done = threading.Event()
+        threading.Thread(target=self._set_up, name="mycollectives-shm-set-up", daemon=True).start()
         self._finalizer = weakref.finalize(self, unlink_all, self.paths, CLOSE_GRACE_S)
         on_sigterm(self)
 
@@ -111,26 +114,37 @@ class ShmTransport:
 
     @property
     def bells(self) -> Doorbells:
-        """The doorbells, set up (collectively) on first use."""
-        return self._bells or self._set_up()
+        """The doorbells, once the set-up (started at construction) is done."""
+        return self._bells or self._ready()
 
-    def _set_up(self, label: Label | None = None) -> Doorbells:
-        """The collective set-up, once; its failures are the package's errors,
-        naming the call (``label``) whose first message started it."""
-        with self._setup_lock:
-            if self._bells is not None:
-                return self._bells
-            where = f"rank {self.rank}"
-            if label is not None:
-                where = f"{label.collective} ({label.algorithm}) on rank {self.rank}, round {label.round}"
-            try:
-                self._bells = Doorbells(self.inner, self.host, self._setup_timeout)
-            except TransportTimeout as e:
-                raise CollectiveTimeout(f"{where}: {e}") from e
-            except TransportPeerError as e:
-                who = f"rank {e.peer} failed: " if e.peer is not None else ""
-                raise PeerError(f"{where}: shared-memory set-up: {who}{e}") from e
+    def settled(self) -> None:
+        """Wait until the set-up's messages are done: for a caller about to
+        exchange set-up messages of its own through the same group (the
+        symmetric heap's rendezvous), which must not cross them."""
+        self._setup_done.wait()
+
+    def _set_up(self) -> None:
+        """The collective set-up, on its own thread (see the module)."""
+        try:
+            self._bells = Doorbells(self.inner, self.host, self._setup_timeout)
+        except BaseException as e:  # noqa: BLE001 - raised by the first call that needs the doorbells
+            self._setup_error = e
+        finally:
+            self._setup_done.set()
+
+    def _ready(self, label: Label | None = None) -> Doorbells:
+        """Wait for the set-up (it has its own timeout); its failure is the
+        package's error, naming the call (``label``) that needed it."""
+        self._setup_done.wait()
+        if self._bells is not None:
             return self._bells
+        e, where = self._setup_error, f"rank {self.rank}"
+        if label is not None:
+            where = f"{label.collective} ({label.algorithm}) on rank {self.rank}, round {label.round}"
+        if isinstance(e, TransportTimeout):
+            raise CollectiveTimeout(f"{where}: {e}") from e
+        who = f"rank {e.peer} failed: " if isinstance(e, TransportPeerError) and e.peer is not None else ""
+        raise PeerError(f"{where}: shared-memory set-up: {who}{e}") from e
 
     @property
     def key(self) -> int:
@@ -173,7 +187,7 @@ class ShmTransport:
 
     def exchange(self, sends: list[Message], recvs: list[Message], label: Label):
         if self._bells is None:
-            self._set_up(label)
+            self._ready(label)
         recv_works = [self.irecv(m.tensor, m.peer, COLLECTIVE_TAG, label) for m in recvs]
         send_works = [self.isend(m.tensor, m.peer, COLLECTIVE_TAG, label) for m in sends]
         return send_works, recv_works
