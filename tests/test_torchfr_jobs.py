@@ -34,7 +34,7 @@ TRUTH = {
     "op": ({"ok"}, None, "no roots or reduce ops"),
     "straggler": ({"straggler"}, 14, "rank 2 never reached seq 14"),
     "hang": ({"straggler"}, 14, "rank 2 never reached seq 14"),
-    "die": ({"died"}, 13, "rank 2 died"),
+    "die": ({"died"}, (12, 13), "rank 2 died"),  # 12 where rank 2 died relaying the broadcast
     "crash": ({"straggler"}, 13, "rank 2 never reached seq 13"),
     "slow": ({"straggler"}, None, "rank 2 is a straggler"),
 }
@@ -52,7 +52,7 @@ def test_the_doctor_names_the_faulty_rank_from_pytorchs_dumps(fault, tmp_path):
     if diag.kind not in ("ok", "stuck"):
         assert diag.ranks == [2] and "rank 2" in diag.line, diag.line
     if seq is not None:
-        assert diag.seq == seq, diag.line
+        assert diag.seq in (seq if isinstance(seq, tuple) else (seq,)), diag.line
 
 
 @pytest.mark.multiprocess
