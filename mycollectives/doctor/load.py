@@ -92,9 +92,8 @@ ENTRY = dict(  # what an entry holds; a field missing from an odd or older file 
 
 
 NUMBER = (int, float)
-
-
 _SCALARS = {str, int, float, bool, type(None)}
+_TIMES = {int, float, type(None)}
 
 
 def _check(e: dict) -> dict:
@@ -119,9 +118,6 @@ def _check(e: dict) -> dict:
     if type(e["site"]) is not str and e["site"] is not None:  # the one field read as text (the others print)
         e["site"] = str(e["site"])
     return e
-
-
-_TIMES = {int, float, type(None)}
 
 
 def _stack(x, what: str) -> list | None:
