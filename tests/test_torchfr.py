@@ -225,3 +225,9 @@ def test_ranks_stopped_after_a_broadcast_the_others_finished_name_the_missing_ro
 def test_a_rank_without_a_dump_where_gloo_counted_the_failed_call_as_completed(d):
     fr_write(d, 0, steps(12, lib="gloo"), world=2)
     check(d, "died", [1], 12, "rank 1 died: it left no Flight Recorder dump")
+
+
+def test_a_gloo_run_dumped_as_its_last_barrier_returned_blames_no_one(d):
+    for r in range(4):
+        fr_write(d, r, [*steps(9, lib="gloo"), fr_entry(10, "barrier", (), state="scheduled", lib="gloo")])
+    check(d, "ok", [], 10, "no fault found in the calls", "had not completed")

@@ -23,12 +23,20 @@ HERE = Path(__file__).resolve().parent
 FAULTS = "none skip extra order size dtype collective root op straggler hang die crash slow".split()
 
 
-def run_job(fault: str, out: Path, nproc: int = 4, bad: int = 2, steps: int = 6, as_json: bool = False):
-    """Run the job with ``fault``; the launcher's completed process."""
+def run_job(
+    fault: str,
+    out: Path,
+    nproc: int = 4,
+    bad: int = 2,
+    steps: int = 6,
+    as_json: bool = False,
+    timeout: float = 5.0,
+):
+    """Run the job with ``fault`` (collectives time out after ``timeout`` s); the launcher's completed process."""
     env = dict(os.environ, TORCH_FR_BUFFER_SIZE="2000", OMP_NUM_THREADS="1")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc)]
     cmd += [str(HERE / "torchfr_faults.py"), "--fault", fault, "--out", str(out), "--steps", str(steps)]
-    cmd += ["--bad", str(bad)] + (["--json"] if as_json else [])
+    cmd += ["--bad", str(bad), "--timeout", str(timeout)] + (["--json"] if as_json else [])
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=170)
 
 

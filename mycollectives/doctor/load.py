@@ -1,14 +1,12 @@
-"""Reading every rank's flight record (``rank{R}.json``, written by :mod:`mycollectives.flight.files`).
-
-A directory may hold files of several jobs (a rank file is overwritten by
-the next run with that rank, but a run with fewer ranks leaves the others):
-the newest job is read, and the rest are reported as ignored. Given the
-parent of per-job directories (the default ``<tmp>/mycollectives-flight``),
-the newest job directory is read.
+"""Reading every rank's flight record: the package's ``rank{R}.json`` (:mod:`mycollectives.flight.files`)
+or PyTorch's Flight Recorder dumps (:mod:`.torchfr`). A directory may hold files of several runs, even of
+one job id: :func:`runs` splits them and the latest is read, the rest reported as ignored. Given the parent
+of per-job directories (the default ``<tmp>/mycollectives-flight``), the newest job directory is read.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,9 +92,8 @@ ENTRY = dict(  # what an entry holds; a field missing from an odd or older file 
 
 
 NUMBER = (int, float)
-
-
 _SCALARS = {str, int, float, bool, type(None)}
+_TIMES = {int, float, type(None)}
 
 
 def _check(e: dict) -> dict:
@@ -121,9 +118,6 @@ def _check(e: dict) -> dict:
     if type(e["site"]) is not str and e["site"] is not None:  # the one field read as text (the others print)
         e["site"] = str(e["site"])
     return e
-
-
-_TIMES = {int, float, type(None)}
 
 
 def _stack(x, what: str) -> list | None:
@@ -272,12 +266,18 @@ def load(directory: str | Path) -> tuple[dict[int, Dump], list[str]]:
     if not directory.is_dir():
         raise FileNotFoundError(f"{directory} is not a directory of flight records")
     dumps, notes, bad = [], [], []
-    for path in _files(directory):
-        try:
-            dumps.append(_read(path))
-        except ValueError as e:
-            notes.append(f"could not read {path.name}: {str(e)[:160]}")
-            bad.append(path)
+    collecting = gc.isenabled()
+    gc.disable()  # millions of small objects, none cyclic: the collector would walk them again and again
+    try:
+        for path in _files(directory):
+            try:
+                dumps.append(_read(path))
+            except ValueError as e:
+                notes.append(f"could not read {path.name}: {str(e)[:160]}")
+                bad.append(path)
+    finally:
+        if collecting:
+            gc.enable()
     if not dumps:
         what = "flight records (rank*.json, or PyTorch Flight Recorder dumps)"
         return {}, [f"no {'readable ' if notes else ''}{what} in {directory}", *notes]

@@ -40,6 +40,13 @@ def torch_late(k: int, by_rank: dict[int, dict], failed: dict[int, dict], call: 
     gloo = e0["algorithm"] == "gloo"
     if done and gloo and e0["fn"] not in ROOTED:
         return None  # a completed all-reduce had every rank in it
+    if gloo and e0["fn"] not in ROOTED:  # every rank in it, none seen to finish: the dumps blame no one
+        line = (
+            f"no fault found in the calls: {text.ranks(by_rank)} all called {call} alike, and it had not "
+            "completed when they wrote their dumps (a run dumped as it ended, or every rank waiting on the "
+            "transport: NCCL_DEBUG=INFO and the environment checks tell)"
+        )
+        return Diagnosis("ok", [], k, line, g_name)
     queued = [r for r in pending if by_rank[r]["state"] == "posted"]
     if not gloo and queued and len(queued) < len(by_rank):
         line = (
