@@ -4,7 +4,8 @@ DDP all-reduces its gradients in buckets of ``bucket_cap_mb`` MiB (25 by
 default), so that communication starts before the backward pass ends. Every
 bucket is one collective, and every collective pays its latency: many small
 buckets pay it many times. :func:`bucket_sweep` measures that on a process
-group (run it with :func:`mycollectives.run_gloo`); :func:`fit_buckets` fits
+group (run it with :func:`mycollectives.run_gloo`, or on a virtual cluster, whose
+clock :func:`mycollectives.timing.now` reads); :func:`fit_buckets` fits
 ``T(b) = (M / b) A + M B``, a latency ``A`` per bucket and a time ``B`` per
 byte, to the measurements, which is the ring all-reduce's cost model with
 ``A = 2(p - 1) alpha`` and ``B = 2(p - 1) / p beta``.
@@ -13,10 +14,11 @@ byte, to the measurements, which is the ring all-reduce's cost model with
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Sequence
 
 import numpy as np
+
+from ..timing import now
 
 
 def bucket_sweep(rank: int, nbytes: int, buckets: Sequence[int], reps: int = 5) -> dict[int, float]:
@@ -36,10 +38,10 @@ def bucket_sweep(rank: int, nbytes: int, buckets: Sequence[int], reps: int = 5) 
         times = []
         for _ in range(reps):
             api.barrier()
-            t0 = time.perf_counter()
+            t0 = now()
             for part in parts:
                 api.all_reduce(part, algorithm="ring")
-            times.append(time.perf_counter() - t0)
+            times.append(now() - t0)
         out[b] = statistics.median(times)
     return out
 

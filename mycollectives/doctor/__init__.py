@@ -9,9 +9,9 @@
 files (``MYCOLLECTIVES_FLIGHT_DIR``, or the directory a failed call's error
 message names), or where PyTorch's Flight Recorder wrote its dumps (any job
 on NCCL or gloo, PyTorch 2.5 on: ``nccl_trace_rank_{R}``, pickle or JSON;
-:mod:`.torchfr` reads them into the same records, and the line says which
+``torchfr`` reads them into the same records, and the line says which
 fact a dump lacks when it cannot tell). Files of several runs with one job id
-are split into runs (:func:`.load.runs`) and the latest is read. Like PyTorch's flight-recorder analyzer, the doctor matches
+are split into runs (``load.runs``) and the latest is read. Like PyTorch's flight-recorder analyzer, the doctor matches
 the ranks' records by sequence number, group by group; the package's
 records also say which round of which schedule each rank was in and whom it
 waited on, and what the ranks that did not fail were doing, which is how it

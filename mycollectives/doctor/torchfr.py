@@ -36,7 +36,7 @@ import pickle
 import re
 from pathlib import Path
 
-from . import load
+from . import model as load  # the doctor's model (Dump, Group, ENTRY)
 
 MISSING = "PyTorch's Flight Recorder records no roots, reduce ops or stacks of the ranks' main threads"
 DTYPES = dict(
