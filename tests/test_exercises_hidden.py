@@ -2,8 +2,8 @@
 
 The pages run top to bottom when the book is built, with every answer cell
 still holding its placeholder (``None``, or code that raises
-``NotImplementedError``). So on each page (chapters 5 and 6 and lab 6, whose
-owners move to the same scheme, are skipped here) every exercise's check cell
+``NotImplementedError``). So on each page (lab 6, whose exercise checks a
+schedule the reader writes beside the script, is skipped here) every exercise's check cell
 must come before its solution, every answer
 cell must hold placeholders, and each check cell, run on those
 placeholders, must print "not answered yet" and no success line or value.
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGES = sorted(
     p
     for p in [*ROOT.glob("chapters/*.md"), *ROOT.glob("labs/*.md"), *ROOT.glob("appendix/*.md")]
-    if not p.name.startswith(("05_", "06_", "lab6_", "_"))
+    if not p.name.startswith(("lab6_", "_"))
 )
 CELL = re.compile(r"^```\{code-cell\}[^\n]*\n(.*?)^```$", re.S | re.M)
 EXERCISE = re.compile(r"^```\{exercise\}", re.M)

@@ -106,7 +106,11 @@ def check_collective_matmul(fn: Callable, world_sizes=(1, 2, 3, 4)) -> None:
     reported. Each rank must send exactly ``p - 1`` messages, with no collective.
     """
     probe = torch.zeros(1, 1, dtype=torch.float64)
-    if LocalWorld(1).run(lambda rank: fn(probe, probe))[0] in (None, Ellipsis):  # a body of `...`
+    try:
+        unwritten = LocalWorld(1).run(lambda rank: fn(probe, probe))[0] in (None, Ellipsis)  # a body of `...`
+    except NotImplementedError:  # the page's placeholder
+        unwritten = True
+    if unwritten:
         print(f"{NOT_ANSWERED}write the body of the function (it returns None)")
         return
     for p in world_sizes:
