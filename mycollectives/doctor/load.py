@@ -1,6 +1,6 @@
 """Reading every rank's flight record: the package's ``rank{R}.json`` (:mod:`mycollectives.flight.files`)
-or PyTorch's Flight Recorder dumps (:mod:`.torchfr`). A directory may hold files of several runs, even of
-one job id: :func:`runs` splits them and the latest is read, the rest reported as ignored. Given the parent
+or PyTorch's Flight Recorder dumps (``torchfr``). A directory may hold files of several runs, even of
+one job id: ``runs`` splits them and the latest is read, the rest reported as ignored. Given the parent
 of per-job directories (the default ``<tmp>/mycollectives-flight``), the newest job directory is read.
 """
 
