@@ -61,8 +61,8 @@ format: $(VENV)/.test
 # tests/test_build.py (`book`, but a throwaway book of its own) checks that a
 # failed page fails every build, however often it is rerun.
 test: lint fresh-book $(VENV)/.lab
-	$(PY) -m pytest -q -ra -m "not book" tests
 	$(PY) -m pytest -q -ra tests/test_build.py
+	$(PY) -m pytest -q -ra -m "not book" tests
 
 fresh-book:
 	rm -rf _build/.jupyter_cache _build/.doctrees _build/html _build/jupyter_execute _build/reports
