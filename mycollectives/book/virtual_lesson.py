@@ -58,7 +58,7 @@ def plot_timeline(result, ax, ranks=None, t_max: float | None = None) -> None:
     handles = [
         ax.bar(0, 0, color=c, label=n) for n, c in (("compute", "tab:blue"), ("all-reduce", "tab:orange"))
     ]
-    ax.legend(handles=handles, loc="lower right", fontsize=8)
+    ax.legend(handles=handles, loc="lower right", fontsize=10)
 
 
 @exercise

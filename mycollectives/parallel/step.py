@@ -155,8 +155,8 @@ class StepReport:
         head = f"{'strategy':9s}{'collective':15s}{'group':23s}{'calls':>6s}{'MB/call':>9s}"
         head += f"{'NVLink GB':>10s}{'net GB':>8s}{'time ms':>9s}{'exposed':>9s}"
         nodes = -(-self.layout.world // self.gpus_per_node)
-        title = f"{self.model.name}, {self.layout.describe()}: {self.layout.world} GPUs"
-        lines = [f"{title}, {nodes} nodes of {self.gpus_per_node}", head]
+        title = f"{self.model.name}, {self.layout.describe()}"
+        lines = [title, f"{self.layout.world} GPUs, {nodes} nodes of {self.gpus_per_node}", head]
         for r in self.rows:
             c = r.comm
             lines.append(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
+import textwrap
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -66,11 +67,12 @@ def exercise(check: _F) -> _F:
             found = _placeholder_in(e)
             if found is None:
                 raise
-            print(
-                found
+            message = (
+                str(found)
                 if isinstance(found, NotAnswered)
                 else f"{NOT_ANSWERED} (your code raises NotImplementedError)"
             )
+            print(textwrap.fill(message, 78, subsequent_indent="    "))
             return None
         except NotImplementedError:
             print(f"{NOT_ANSWERED} (your code raises NotImplementedError)")
