@@ -72,7 +72,7 @@ def exercise(check: _F) -> _F:
                 if isinstance(found, NotAnswered)
                 else f"{NOT_ANSWERED} (your code raises NotImplementedError)"
             )
-            print(textwrap.fill(message, 78, subsequent_indent="    "))
+            print(textwrap.shorten(message, 78, placeholder=" ...)"))  # one line, at the column
             return None
         except NotImplementedError:
             print(f"{NOT_ANSWERED} (your code raises NotImplementedError)")
