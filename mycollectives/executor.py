@@ -132,8 +132,8 @@ def execute(
         )
     run = _Run(schedule, transport, buffers, combine, timeout or transport.timeout, name)
     sizes = {b: t.size for b, t in buffers.items() if isinstance(t, Blocks)}
-    if (begin := getattr(transport, "begin", None)) is not None:  # a virtual cluster prices the schedule
-        begin(schedule, name)
+    if capabilities(transport).prices_schedules:  # a virtual cluster prices the schedule (PricesSchedules)
+        transport.begin(schedule, name)
     for rp in plan(schedule, transport.rank):
         run.note.round = rp.index
         run.round(cut(rp, sizes) if sizes else rp)

@@ -7,6 +7,9 @@ symmetric memory when they are processes rather than the threads of a local
 world. A transport that can hand a received message over where it lies
 (shared memory) declares ``read_in_place`` and offers :class:`ReadsInPlace`'s
 two methods: the executor then reduces straight from there, with no copy.
+One that prices a schedule as a whole before its messages move (the virtual
+cluster) declares ``prices_schedules`` and offers :class:`PricesSchedules`'s
+``begin``, which the executor calls before a schedule's first round.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ class Capabilities:
     messages: bool = True  # send, recv and a round's exchange (the executor's path)
     heap_loads: bool = False  # its group can rendezvous symmetric memory (the load/store path)
     read_in_place: bool = False  # offers held() and release() (ReadsInPlace)
+    prices_schedules: bool = False  # offers begin() (PricesSchedules)
 
 
 class ReadsInPlace(Protocol):
@@ -34,6 +38,14 @@ class ReadsInPlace(Protocol):
 
     def release(self, work) -> None:
         """Done reading what :meth:`held` returned: the sender may reuse the space."""
+        ...
+
+
+class PricesSchedules(Protocol):
+    """A transport told of each schedule before its messages move (to price its rounds)."""
+
+    def begin(self, schedule, label: str = "") -> None:
+        """``schedule`` starts on this rank, as the call named ``label``."""
         ...
 
 

@@ -28,6 +28,7 @@ import torch
 from ..schedule import Round
 from ..sim.engine import _messages
 from ..transport.base import COLLECTIVE_TAG, Label, Message
+from ..transport.contract import Capabilities
 from . import maestro as _m
 from .compute import paused
 
@@ -156,6 +157,8 @@ class VirtualTransport:
     """Rank ``rank`` of a namespace whose ranks are the GPUs ``gpus`` of the cluster (see the module)."""
 
     local = True  # ranks are threads of one process
+    # messages, priced per schedule; no heap of symmetric memory (its loads are not priced)
+    capabilities = Capabilities(messages=True, heap_loads=False, prices_schedules=True)
 
     def __init__(self, cluster: Cluster, gpus: tuple[int, ...], rank: int, namespace=(), local_size=None):
         self.cluster, self.gpus, self.rank, self.namespace = cluster, tuple(gpus), rank, namespace
