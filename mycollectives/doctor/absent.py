@@ -42,16 +42,8 @@ def missing(r: int, dumps: dict[int, Dump], k: int, present: list[int], g_name: 
     last = _last_seq(d, g_name)
     after = f"after seq {last}" if last is not None else "before its first collective"
     stuck = unfinished(d)
-    if stuck is not None and stuck[0].name != g_name:
-        g2, e2 = stuck
-        return say(
-            "order",
-            (
-                f"rank {r} waits in {e2['fn']} seq {e2['seq']} of group {g2.name} while {them} wait for it "
-                f"at {call}: the ranks call collectives on different groups in a different order"
-            ),
-            (g2.name, e2["seq"]),
-        )
+    if (elsewhere := _in_another_group(r, stuck, g_name, them, call, say)) is not None:
+        return elsewhere
     if stuck is not None and stuck[1]["kind"] == "p2p":
         return say("unmatched", f"rank {r} waits in {text.p2p(stuck[1])} while {them} wait for it at {call}")
     in_dist = text.in_torch_distributed(d.exit_stack) or text.in_torch_distributed(d.stack)
@@ -86,15 +78,8 @@ def missing(r: int, dumps: dict[int, Dump], k: int, present: list[int], g_name: 
 def _not_reached(r: int, d: Dump, k: int, them: str, call: str, g_name: str, say) -> Diagnosis:
     """A rank whose PyTorch dump stops before seq ``k``: what it was doing is not in the dump."""
     last = _last_seq(d, g_name)
-    stuck = unfinished(d)
-    if stuck is not None and stuck[0].name != g_name:
-        g2, e2 = stuck
-        return say(
-            "order",
-            f"rank {r} waits in {e2['fn']} seq {e2['seq']} of group {g2.name} while {them} wait for it "
-            f"at {call}: the ranks call collectives on different groups in a different order",
-            (g2.name, e2["seq"]),
-        )
+    if (elsewhere := _in_another_group(r, unfinished(d), g_name, them, call, say)) is not None:
+        return elsewhere
     before = "before its first collective"
     if last is not None:
         e = next(g for g in d.groups.values() if g.name == g_name).collectives[last]
@@ -104,6 +89,19 @@ def _not_reached(r: int, d: Dump, k: int, them: str, call: str, g_name: str, say
         f"rank {r} never reached {call}, where {them} wait for it: it stopped {before}; a straggler, "
         "or hung or crashed in its own code (its Flight Recorder dump does not say where its main thread "
         "was: py-spy dump or its log does)",
+    )
+
+
+def _in_another_group(r: int, stuck, g_name: str, them: str, call: str, say) -> Diagnosis | None:
+    """Rank ``r`` waits in a call of another group (``stuck``, from :func:`unfinished`): the groups' order."""
+    if stuck is None or stuck[0].name == g_name:
+        return None
+    g2, e2 = stuck
+    return say(
+        "order",
+        f"rank {r} waits in {e2['fn']} seq {e2['seq']} of group {g2.name} while {them} wait for it "
+        f"at {call}: the ranks call collectives on different groups in a different order",
+        (g2.name, e2["seq"]),
     )
 
 

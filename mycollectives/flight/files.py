@@ -133,18 +133,7 @@ def dump(
     worlds that ran one after another), only the one that ran last does.
     """
     with _lock:
-        owners: dict[tuple[str, int], list] = {}
-        for rec in recorders():
-            if job is None or rec.job == job:
-                owners.setdefault((rec.job, rec.owner), []).append(rec)
-        newest: dict[Path, tuple[float, str]] = {}
-        for (j, _), recs in owners.items():
-            d = Path(directory) if directory is not None else flight_dir(j)
-            last = max((r.ring[-1].t_posted for r in recs if r.ring), default=0.0)
-            if d not in newest or last > newest[d][0]:
-                newest[d] = (last, j)
-        keep = {j for _, j in newest.values()}
-        owners = {k: v for k, v in owners.items() if k[0] in keep}
+        owners = _writers(directory, job)
         where, now = None, time.time()
         if not owners and _before_first_call(reason):
             owners = {(job or job_id(), int(os.environ["RANK"])): []}
@@ -183,6 +172,22 @@ def dump(
             os.replace(tmp, d / f"rank{owner}.json")
             where = d
         return where
+
+
+def _writers(directory, job: str | None) -> dict[tuple[str, int], list]:
+    """(job, rank) -> its recorders, for the jobs that write: per directory, the one that ran last."""
+    owners: dict[tuple[str, int], list] = {}
+    for rec in recorders():
+        if job is None or rec.job == job:
+            owners.setdefault((rec.job, rec.owner), []).append(rec)
+    newest: dict[Path, tuple[float, str]] = {}
+    for (j, _), recs in owners.items():
+        d = Path(directory) if directory is not None else flight_dir(j)
+        last = max((r.ring[-1].t_posted for r in recs if r.ring), default=0.0)
+        if d not in newest or last > newest[d][0]:
+            newest[d] = (last, j)
+    keep = {j for _, j in newest.values()}
+    return {k: v for k, v in owners.items() if k[0] in keep}
 
 
 def _before_first_call(reason: str) -> bool:
