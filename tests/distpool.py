@@ -57,3 +57,12 @@ class Pools:
         for pool in self._pools.values():
             pool.close()
         self._pools.clear()
+
+
+def outcome(call) -> str:
+    """What ``call()`` did, as a task reports it: "ok", or the error's class and message."""
+    try:
+        call()
+    except Exception as e:  # noqa: BLE001 - the test reads the class and the message
+        return f"{type(e).__name__}: {e}"
+    return "ok"

@@ -8,6 +8,7 @@ import threading
 
 import torch
 import torch.distributed as dist
+from distpool import outcome as _outcome
 
 import mycollectives as mc
 from mycollectives import symmetric
@@ -16,14 +17,6 @@ from mycollectives.transport.shm import ShmTransport
 
 def _group(kind: str):
     return ShmTransport(None, timeout=30) if kind == "shm" else None
-
-
-def _outcome(call) -> str:
-    try:
-        call()
-    except Exception as e:  # noqa: BLE001 - the test reads the class and the message
-        return f"{type(e).__name__}: {e}"
-    return "ok"
 
 
 def offsets(rank: int, kind: str) -> dict:

@@ -8,6 +8,7 @@ import time
 
 import torch
 import torch.distributed as dist
+from distpool import outcome as _outcome
 
 import mycollectives as mc
 from mycollectives.transport import COLLECTIVE_TAG
@@ -17,14 +18,6 @@ from mycollectives.transport.torch_dist import TorchDistTransport
 
 def _transport(kind: str, timeout: float = 30.0):
     return ShmTransport(None, timeout=timeout) if kind == "shm" else TorchDistTransport(None, timeout=timeout)
-
-
-def _outcome(call) -> str:
-    try:
-        call()
-    except Exception as e:  # noqa: BLE001 - the test reads the class and the message
-        return f"{type(e).__name__}: {e}"
-    return "ok"
 
 
 def reserved_tag(rank: int, kind: str) -> dict:
