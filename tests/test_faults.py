@@ -9,14 +9,9 @@ runs on NCCL on a GPU node (chapter 6).
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "labs" / "scripts"))
-
-from faults import inject  # noqa: E402
+from labs.scripts.faults import inject
 
 # fault -> (kind, ranks, seq, words the line must hold)
 TRUTH = {

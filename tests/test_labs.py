@@ -9,17 +9,15 @@ lab 8 are tested on short made-up excerpts in the format of their tools.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-SCRIPTS = Path(__file__).resolve().parents[1] / "labs" / "scripts"
-sys.path.insert(0, str(SCRIPTS))
+from labs.scripts.launch import torchrun
+from labs.scripts.nodeinfo import parse_nccl_log, parse_topo_matrix
+from labs.scripts.pipeline import schedule
 
-from launch import torchrun  # noqa: E402
-from nodeinfo import parse_nccl_log, parse_topo_matrix  # noqa: E402
-from pipeline import schedule  # noqa: E402
+LABS = Path(__file__).resolve().parents[1] / "labs"
 
 CPU = {"MYCOLLECTIVES_DEVICE": "cpu", "MYCOLLECTIVES_TIMEOUT": "60"}
 
@@ -126,7 +124,7 @@ def test_parse_nccl_log():
 
 def test_parse_nccl_log_on_cited_excerpts():
     """Real logs posted in issue threads (labs/recorded/nccl_info, cited in chapter 6)."""
-    logs = SCRIPTS.parent / "recorded" / "nccl_info"
+    logs = LABS / "recorded" / "nccl_info"
     a800 = parse_nccl_log((logs / "a800_two_nodes_roce.log").read_text())
     assert a800["version"] == "2.10.3+cuda11.0" and a800["network"] == "IB"
     assert a800["transports"] == {"P2P": 6, "NET": 2} and a800["gdr"] == 2

@@ -10,16 +10,10 @@ end with the receiving rank dead: the doctor must still name the faulty rank.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
+from labs.scripts.torchfr_compare import run_job
 from mycollectives import doctor
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "labs" / "scripts"))
-
-from torchfr_compare import run_job  # noqa: E402
 
 # fault -> (kinds allowed, seq or None, words the line must hold); rank 2 must be named first
 TRUTH = {

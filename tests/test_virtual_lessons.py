@@ -9,21 +9,13 @@ enough, with ``timeout=`` on every run.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 from torch import nn
 
 import mycollectives as mc
+from labs.scripts import common, ddp, pipeline
 from mycollectives import virtual
-
-SCRIPTS = Path(__file__).resolve().parents[1] / "labs" / "scripts"
-sys.path.insert(0, str(SCRIPTS))
-import common  # noqa: E402
-import ddp  # noqa: E402
-import pipeline  # noqa: E402
 
 MiB = 1 << 20
 T = 120  # wall-clock seconds before a run gives up

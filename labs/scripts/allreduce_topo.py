@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
-from common import Env, launch, log, native_group, parser, save, setup, teardown, timed
 
 import mycollectives as mc
+from labs.scripts.common import Env, launch, log, native_group, parser, save, setup, teardown, timed
 from mycollectives.pingpong import calibrate
 
 

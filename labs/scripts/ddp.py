@@ -23,11 +23,23 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from common import Env, clock, launch, log, make_model, native_group, parser, save, setup, teardown, timed
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 import mycollectives as mc
+from labs.scripts.common import (
+    Env,
+    clock,
+    launch,
+    log,
+    make_model,
+    native_group,
+    parser,
+    save,
+    setup,
+    teardown,
+    timed,
+)
 
 
 def batch(step: int, global_batch: int, width: int, env: Env) -> tuple[torch.Tensor, torch.Tensor]:

@@ -35,11 +35,8 @@ makes the job fail (a rank raises, torchrun stops the others); rank 0 writes
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 FAULTS = ("none", "skip", "order", "size", "dtype", "straggler", "slow", "die", "crash", "deadlock")
 FAULTS += ("extra", "send", "last")  # faults chapter 6 does not list; tests/test_faults.py runs them
@@ -52,9 +49,9 @@ def main() -> None:
     if args.dump_dir is not None:  # before the package is imported: every rank writes there
         os.environ["MYCOLLECTIVES_FLIGHT_DIR"] = str(args.dump_dir)
     import torch
-    from common import log, save, setup, teardown
 
     import mycollectives as mc
+    from labs.scripts.common import log, save, setup, teardown
 
     env = setup()
     rank, bad, timeout = env.rank, args.rank, float(os.environ.get("MYCOLLECTIVES_TIMEOUT", "300"))
@@ -122,8 +119,7 @@ def inject(
     Returns ``(finished process, diagnosis)``; ``timeout_s`` is the package's
     collective timeout (``MYCOLLECTIVES_TIMEOUT``), how long the others wait.
     """
-    from launch import run_job
-
+    from labs.scripts.launch import run_job
     from mycollectives import doctor
 
     args = ["--fault", fault, "--rank", str(rank), "--step", str(step), "--steps", str(steps)]
@@ -135,7 +131,7 @@ def inject(
 
 
 def _parser():
-    from common import parser
+    from labs.scripts.common import parser
 
     p = parser(__doc__)
     p.add_argument("--fault", choices=FAULTS, default="none")

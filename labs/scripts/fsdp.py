@@ -21,12 +21,24 @@ from __future__ import annotations
 import math
 
 import torch
-from common import Env, launch, log, make_model, native_group, parser, save, setup, sync, teardown, timed
 from torch import nn
 from torch.func import functional_call
 from torch.nn.parallel import DistributedDataParallel
 
 import mycollectives as mc
+from labs.scripts.common import (
+    Env,
+    launch,
+    log,
+    make_model,
+    native_group,
+    parser,
+    save,
+    setup,
+    sync,
+    teardown,
+    timed,
+)
 
 LR = 1e-3
 

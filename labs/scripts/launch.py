@@ -55,6 +55,8 @@ def run_job(
     """Run ``labs/scripts/<script>`` under torchrun (or on a ``virtual`` cluster) and return the
     finished process, whether or not a rank failed (chapter 6 runs jobs that are meant to fail)."""
     full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
+    # the script, run by its path, imports labs.scripts.common from this checkout
+    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), full_env.get("PYTHONPATH")]))
     cmd = command(script, *args, nproc=nproc, virtual=virtual)
     return subprocess.run(cmd, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=timeout)
 

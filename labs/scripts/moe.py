@@ -22,9 +22,9 @@ are checked against a single process that holds all experts and all tokens.
 from __future__ import annotations
 
 import torch
-from common import Env, launch, log, parser, save, setup, teardown, timed
 
 import mycollectives as mc
+from labs.scripts.common import Env, launch, log, parser, save, setup, teardown, timed
 
 
 class AllToAll(torch.autograd.Function):

@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 import torch.distributed as dist
-from common import Env, clock, launch, log, native_group, parser, save, setup, teardown
 
 import mycollectives as mc
+from labs.scripts.common import Env, clock, launch, log, native_group, parser, save, setup, teardown
 from mycollectives.cost.calibration import fit_alpha_beta
 
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
-from common import Env, clock, launch, log, native_group, parser, save, seeded, setup, teardown
 from torch import nn
 
+from labs.scripts.common import Env, clock, launch, log, native_group, parser, save, seeded, setup, teardown
 from mycollectives.transport import Label, Message, resolve_group
 
 

@@ -50,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         plt.close("all")
 
     plt.show = show
+    # as in Jupyter, whose kernel starts in the notebook's folder: a page imports what lies beside it
     sys.path.insert(0, str(args.notebook.resolve().parent))
     namespace: dict[str, object] = {"__name__": "__main__"}
     for i, code in enumerate(cells(args.notebook.read_text())):

@@ -1,0 +1,1 @@
+"""The book's labs: the notebooks' scripts live in ``labs.scripts``."""

@@ -1,0 +1,1 @@
+"""The lab scripts: each runs under torchrun or on a virtual cluster; ``launch`` starts them from a notebook."""
