@@ -115,6 +115,54 @@ def global_mean(x: float, env: Env) -> float:
     return float(t) / env.world_size
 
 
+def train_ddp(width: int, depth: int, env: Env, data: list) -> tuple:
+    """DDP with Adam, every rank holding everything: (model, optimizer, losses, state bytes, peak)."""
+    ddp = DistributedDataParallel(make_model(width, depth, env), process_group=native_group())
+    opt = torch.optim.Adam(ddp.parameters(), lr=LR)
+    if env.gpu:
+        torch.cuda.reset_peak_memory_stats(env.device)
+    losses = []
+    for x, y in data:
+        loss = nn.functional.mse_loss(ddp(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=False)
+        losses.append(global_mean(loss.item(), env))
+    state = dict(
+        parameters=sum(p.numel() * p.element_size() for p in ddp.parameters()),
+        gradients=sum(p.grad.numel() * p.grad.element_size() for p in ddp.parameters()),
+        optimizer=sum(
+            t.numel() * t.element_size() for s in opt.state.values() for t in s.values() if t.dim()
+        ),
+    )
+    peak = torch.cuda.max_memory_allocated(env.device) if env.gpu else None
+    return ddp, opt, losses, state, peak
+
+
+def train_sharded(width: int, depth: int, env: Env, data: list, dtype: torch.dtype = torch.float32) -> tuple:
+    """ZeRO-3 from the package's collectives, same model, data and optimizer: (model, losses, peak)."""
+    model = ShardedModel(make_model(width, depth, env), env, dtype)
+    if env.gpu:
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(env.device)
+    losses = [global_mean(model.step(x, y), env) for x, y in data]
+    return model, losses, torch.cuda.max_memory_allocated(env.device) if env.gpu else None
+
+
+def report_state(env: Env, n_params: int, states: dict[str, dict[str, int]]) -> None:
+    """Log each model's bytes per rank and check that sharding kept all of it, split ``world_size`` ways."""
+    for name, st in states.items():
+        total = sum(st.values())
+        log(
+            env,
+            f"{name:5s} state per rank: {total / 2**20:8.2f} MiB = {total / n_params:5.2f} bytes/parameter",
+        )
+        log(env, "      " + ", ".join(f"{k} {v / 2**20:.2f} MiB" for k, v in st.items()))
+    fsdp, ddp = sum(states["FSDP"].values()), sum(states["DDP"].values())
+    assert fsdp * env.world_size >= ddp, "sharding lost some state"
+    assert fsdp <= ddp / env.world_size + 16 * env.world_size
+
+
 def main() -> None:
     args = parser(__doc__)
     args.add_argument("--width", type=int, default=None)
@@ -127,35 +175,9 @@ def main() -> None:
     per_rank = 32 if env.gpu else 8
     data = [batch(s, per_rank, width, env) for s in range(steps)]
 
-    # DDP with Adam: every rank holds everything
-    ddp = DistributedDataParallel(make_model(width, a.depth, env), process_group=native_group())
-    opt = torch.optim.Adam(ddp.parameters(), lr=LR)
+    ddp, opt, ddp_loss, ddp_state, ddp_peak = train_ddp(width, a.depth, env, data)
     n_params = sum(p.numel() for p in ddp.parameters())
-    if env.gpu:
-        torch.cuda.reset_peak_memory_stats(env.device)
-    ddp_loss = []
-    for x, y in data:
-        loss = nn.functional.mse_loss(ddp(x), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=False)
-        ddp_loss.append(global_mean(loss.item(), env))
-    ddp_state = dict(
-        parameters=sum(p.numel() * p.element_size() for p in ddp.parameters()),
-        gradients=sum(p.grad.numel() * p.grad.element_size() for p in ddp.parameters()),
-        optimizer=sum(
-            t.numel() * t.element_size() for s in opt.state.values() for t in s.values() if t.dim()
-        ),
-    )
-    ddp_peak = torch.cuda.max_memory_allocated(env.device) if env.gpu else None
-
-    # ZeRO-3 from our collectives, same model, data and optimizer
-    fsdp = ShardedModel(make_model(width, a.depth, env), env)
-    if env.gpu:
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats(env.device)
-    fsdp_loss = [global_mean(fsdp.step(x, y), env) for x, y in data]
-    fsdp_peak = torch.cuda.max_memory_allocated(env.device) if env.gpu else None
+    fsdp, fsdp_loss, fsdp_peak = train_sharded(width, a.depth, env, data)
     torch.testing.assert_close(torch.tensor(fsdp_loss), torch.tensor(ddp_loss), rtol=1e-4, atol=1e-6)
     full = fsdp.full_parameters()[: fsdp.numel]
     torch.testing.assert_close(
@@ -164,22 +186,10 @@ def main() -> None:
     log(env, f"{n_params / 1e6:.2f} M parameters; after {steps} Adam steps")
     log(env, "the loss curve and the weights equal DDP's")
     fsdp_state = fsdp.state_bytes()
-    for name, st in (("DDP", ddp_state), ("FSDP", fsdp_state)):
-        total = sum(st.values())
-        log(
-            env,
-            f"{name:5s} state per rank: {total / 2**20:8.2f} MiB = {total / n_params:5.2f} bytes/parameter",
-        )
-        log(
-            env,
-            "      " + ", ".join(f"{k} {v / 2**20:.2f} MiB" for k, v in st.items()),
-        )
-    assert sum(fsdp_state.values()) * env.world_size >= sum(ddp_state.values()), "sharding lost some state"
-    assert sum(fsdp_state.values()) <= sum(ddp_state.values()) / env.world_size + 16 * env.world_size
+    report_state(env, n_params, {"DDP": ddp_state, "FSDP": fsdp_state})
 
     # mixed precision: bf16 gathers and gradients, fp32 master shard and Adam
-    mixed = ShardedModel(make_model(width, a.depth, env), env, torch.bfloat16)
-    mixed_loss = [global_mean(mixed.step(x, y), env) for x, y in data]
+    mixed, mixed_loss, _ = train_sharded(width, a.depth, env, data, torch.bfloat16)
     mixed_state = mixed.state_bytes()
     per_param = sum(mixed_state.values()) * env.world_size / n_params
     assert 16 <= per_param < 16 * (1 + env.world_size / n_params) + 1e-9, (
@@ -187,19 +197,7 @@ def main() -> None:
     )
     log(env, f"bf16 ZeRO-3 loss after {steps} steps {mixed_loss[-1]:.4f} (fp32: {fsdp_loss[-1]:.4f})")
 
-    # time per step
-    x, y = data[0]
-
-    def ddp_step():
-        nn.functional.mse_loss(ddp(x), y).backward()
-        opt.step()
-        opt.zero_grad(set_to_none=False)
-
-    reps = 10 if env.gpu else 3
-    times = {"DDP": timed(env, ddp_step, reps), "ZeRO-3 fp32": timed(env, lambda: fsdp.step(x, y), reps)}
-    sync(env)
-    for k, v in times.items():
-        log(env, f"{k:12s} {v * 1e3:8.2f} ms/step")
+    times = step_times(env, ddp, opt, fsdp, data[0])
     save(
         env,
         a.out,
@@ -218,6 +216,23 @@ def main() -> None:
         ),
     )
     teardown()
+
+
+def step_times(env: Env, ddp, opt, fsdp, batch_xy) -> dict[str, float]:
+    """Seconds per step of DDP and of ZeRO-3 on one batch, logged."""
+    x, y = batch_xy
+
+    def ddp_step():
+        nn.functional.mse_loss(ddp(x), y).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=False)
+
+    reps = 10 if env.gpu else 3
+    times = {"DDP": timed(env, ddp_step, reps), "ZeRO-3 fp32": timed(env, lambda: fsdp.step(x, y), reps)}
+    sync(env)
+    for k, v in times.items():
+        log(env, f"{k:12s} {v * 1e3:8.2f} ms/step")
+    return times
 
 
 if __name__ == "__main__":
