@@ -36,6 +36,7 @@ from ..nccl.search import system as search_system
 from ..topology import Topology
 from ..topology.nodes import PCIE_RAW, PCIE_USABLE_FRACTION
 from . import channels as ch
+from . import pipeline
 from .result import SimResult
 
 EFFICIENCY = {"LL": K.RING_LL_FACTOR, "LL128": K.LL128_FACTOR, "Simple": 1.0}
@@ -195,25 +196,6 @@ def _cap(s: model.System, c: str, a: str, proto: str) -> float:
     return bus * ratio * 1e9
 
 
-def _fill(s: model.System, a: str, nbytes: int, rate: float) -> float:
-    """Seconds NVLS's pipeline takes to fill and drain, on one node.
-
-    One loop moves ``channels x heads x chunk`` bytes through three stages (scatter, the
-    switch, gather); the first loop's gather waits for two stage times, the last loop's
-    scatter is followed by two: ``(stages - 1) x loop / rate``. NCCL shrinks the chunk for
-    small calls (``calcCollChunking``, enqueue.cc), which this follows. Why nccl-tests on
-    8 H100s reaches NVLS's peak only from a few GiB (``nccl_tests_issue212``).
-    """
-    if a != "NVLS" or s.nodes > 1 or s.arch not in K.NVLS_CHANNELS:
-        return 0.0
-    ops = K.NVLS_CHANNELS[s.arch] * min(K.MAX_NVLS_ARITY, s.ranks)  # concurrentOps
-    chunk = K.NVLS_CHUNK
-    for factor, smaller in ((64, 65536), (8, 32768), (2, 16384)):
-        if nbytes < factor * ops * chunk and chunk > smaller:
-            chunk = smaller
-    return (K.NVLS_STAGES - 1) * ops * chunk / rate
-
-
 def _latency(s: model.System, c: str, a: str, proto: str, nbytes: int) -> float:
     if a == P2P:  # Simple's base latency, and one step per group of 8 peers (NCCL_MAX_DEV_WORK_P2P_PER_BATCH)
         hw = K.HW_LATENCY["NET" if s.nodes > 1 else "NVLink"]["Ring"]["Simple"]
@@ -254,7 +236,8 @@ def simulate_nccl(
     busiest = int(np.argmax(per_byte))
     rate = min(1.0 / per_byte[busiest] if per_byte[busiest] > 0 else math.inf, _cap(s, c, a, proto))
     latency = _latency(s, c, a, proto, nbytes)
-    bandwidth_time = nbytes / rate + _fill(s, a, nbytes, rate) if nbytes else 0.0
+    fill = pipeline.fill_seconds(s, a, nbytes, rate, hardware(topology).nic_gbs) if proto == "Simple" else 0.0
+    bandwidth_time = nbytes / rate + fill if nbytes else 0.0
     total = (hop + switch) / topology.link_raw_bw
     bound = busbw_factor(c, p) / total.max() / 1e9 if total.max() > 0 else math.inf
     keep = topology.num_links <= 4_000_000
