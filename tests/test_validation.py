@@ -46,11 +46,22 @@ def test_two_node_h100_nvlstree_pays_its_kernel_ceiling():
     assert all(validate.results()[i][0].algorithm == "NVLSTree" for i in errs)
 
 
-@pytest.mark.xfail(strict=True, reason="single-node points sit 0-3 % over; nt149 (~200 at 1 GiB) 19 % over")
-def test_asserted_set_meets_the_issue_targets():
+def test_asserted_set_worst_error_is_within_the_issue_target():
+    """No asserted point is off by more than 15 %: chains and trees pay their pipeline's fill, and
+    nt149's A100 board is outside (its own p2p test shows GPU pairs 17 % slower than the others)."""
+    errs = _signed()
+    assert max(abs(e) for e in errs.values()) <= 0.15, max(errs.items(), key=lambda kv: abs(kv[1]))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="sign balance: about 4 in 5 asserted points sit above their published value, most by 0-3 % "
+    "(single-node NVLink and NVLS points at NCCL's own link rate and NVLS efficiency), the rest by the "
+    "gaps the chapter names (Blackwell rings 5-7 %, CollNetChain 6-8 %, RoCE 15 %)",
+)
+def test_asserted_set_is_balanced_around_the_published_values():
     errs = list(_signed().values())
     over = sum(e > 0 for e in errs)
-    assert max(abs(e) for e in errs) <= 0.15
     assert max(over, len(errs) - over) <= 2 * len(errs) / 3
 
 
