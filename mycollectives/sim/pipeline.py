@@ -103,4 +103,5 @@ def fill_seconds(s: System, algorithm: str, nbytes: int, rate: float, nic: float
     (bytes of the call per second); 0 for Ring, PAT and all-to-all, and for protocols other than
     Simple, which the callers do not pass here."""
     loop, stages = loop_and_stages(s, algorithm, nbytes, nic)
+    loop = min(loop, nbytes)  # a call smaller than one loop is cut into per-channel shares (ncclCollCbdPart)
     return (stages - 1) * loop / rate if loop and rate > 0 else 0.0
