@@ -8,8 +8,6 @@ import re
 import statistics
 from pathlib import Path
 
-import pytest
-
 from mycollectives.sim import validate
 from mycollectives.topology import NODES
 from mycollectives.viz import validation
@@ -53,13 +51,9 @@ def test_asserted_set_worst_error_is_within_the_issue_target():
     assert max(abs(e) for e in errs.values()) <= 0.15, max(errs.items(), key=lambda kv: abs(kv[1]))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="sign balance: about 4 in 5 asserted points sit above their published value, most by 0-3 % "
-    "(single-node NVLink and NVLS points at NCCL's own link rate and NVLS efficiency), the rest by the "
-    "gaps the chapter names (Blackwell rings 5-7 %, CollNetChain 6-8 %, RoCE 15 %)",
-)
 def test_asserted_set_is_balanced_around_the_published_values():
+    """The issue's targets: no more than two thirds of the points on one side, and the signed median
+    within 3 % (NVLink priced at what NCCL says its kernels achieve, pipelines paying their fill)."""
     errs = list(_signed().values())
     over = sum(e > 0 for e in errs)
     assert max(over, len(errs) - over) <= 2 * len(errs) / 3

@@ -34,6 +34,7 @@ from ..nccl import model
 from ..nccl.search import Hardware
 from ..nccl.search import system as search_system
 from ..topology import Topology
+from ..topology.graph import NVLINK
 from ..topology.nodes import PCIE_RAW, PCIE_USABLE_FRACTION
 from . import channels as ch
 from . import pipeline
@@ -140,6 +141,22 @@ def traffic(collective: str, algorithm: str, topo: Topology, world_size: int | N
     raise ValueError(f"NCCL's {a} does not run {c} on {topo.name} with {p} ranks")
 
 
+def nvlink_achievable(topo: Topology) -> np.ndarray:
+    """Usable bytes/s of every link, NVLink at what NCCL says its kernels achieve per GPU.
+
+    ``topo.link_bw`` prices NVLink at NCCL's topology constant (``SM90_NVLINK_BW`` x links, 370.8
+    GB/s on an H100); NCCL's cost model of its NVLink kernels gives 360 GB/s on Hopper and 720 on
+    Blackwell (``NVLINK_ACHIEVABLE``, ``src/sym_kernels.cc``), the bandwidth its ring search can
+    allot to channels. Ampere keeps the topology's 240 GB/s, which its search allots whole.
+    """
+    spec = topo.node
+    if spec is None or spec.arch not in K.NVLINK_ACHIEVABLE:
+        return topo.link_bw
+    bw = topo.link_bw.copy()
+    bw[topo.link_class == NVLINK] *= K.NVLINK_ACHIEVABLE[spec.arch] * 1e9 / spec.nvlink_per_gpu
+    return bw
+
+
 def link_loads(topo: Topology, t: ch.Traffic) -> tuple[np.ndarray, np.ndarray]:
     """Bytes per collective byte on every link: from hops, and from flows into reducing switches."""
     hop = np.zeros(topo.num_links)
@@ -230,7 +247,7 @@ def simulate_nccl(
     p = nodes * local
     s = search_system(hardware(topology), p, nodes, collnet=topology.sharp)
     hop, switch = link_loads(topology, traffic(c, a, topology, world_size))
-    bw = topology.link_bw
+    bw = nvlink_achievable(topology)
     nvls_eff = topology.in_switch_reduction or 1.0
     per_byte = hop / (bw * EFFICIENCY[proto]) + switch / (bw * nvls_eff)  # seconds per collective byte
     busiest = int(np.argmax(per_byte))
