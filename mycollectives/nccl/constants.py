@@ -193,14 +193,15 @@ SPEED_INTER = {
 SPEED_INTRA["volta"], SPEED_INTER["volta"] = SPEED_INTRA["ampere"], SPEED_INTER["ampere"]
 MAX_CHANNELS = 64  # MAXCHANNELS, src/device.h 91; the ring search asks for at most half
 MAX_NVLS_ARITY = 32  # NCCL_MAX_NVLS_ARITY, src/include/device.h 213: at most 32 NVLS heads
-NVLS_CHANNELS = {"hopper": 16, "blackwell": 24, "blackwell-multinode": 32}  # src/transport/nvls.cc 202-246
-
-__all__ = [n for n in dir() if n.isupper()]
 
 # src/transport/nvls.cc (NCCL 2.30.7): NVLS channels per architecture (NVLS_NCHANNELS_SM90 16,
-# NVLS_NCHANNELS_SM100 32) and the chunk each NVLS head handles per loop (NCCL_NVLS_CHUNKSIZE, 128 KiB).
+# NVLS_NCHANNELS_SM100 32; NVLS_NCHANNELS_SM100_NVL 24 inside one NVLink domain, ncclNvlsTuning) and the
+# chunk each NVLS head handles per loop (NCCL_NVLS_CHUNKSIZE, 128 KiB).
 NVLS_CHANNELS = {"hopper": 16, "blackwell": 32}
+NVLS_CHANNELS_ONE_DOMAIN = {"hopper": 16, "blackwell": 24}
 NVLS_CHUNK = 128 << 10
 # The NVLS all-reduce kernel runs three groups of warps in a pipeline: scatter into the NVLS
 # buffer, reduce and multicast through the switch, gather out (src/device/all_reduce.h).
 NVLS_STAGES = 3
+
+__all__ = [n for n in dir() if n.isupper()]

@@ -36,10 +36,8 @@ def _log2i(n: int) -> int:
 def nvls_channels(s: System, nic: float = 0.0) -> int:
     """``comm->nvlsChannels``: 16 on Hopper; on Blackwell 24 inside one NVLink domain, 32 across
     nodes, 24 for NVLSTree on NICs of 48 GB/s or more beyond two nodes (``ncclNvlsTuning``)."""
-    if s.arch != "blackwell":
-        return K.NVLS_CHANNELS.get(s.arch, 16)
-    if s.nodes == 1:
-        return 24
+    if s.nodes == 1 or s.arch != "blackwell":
+        return (K.NVLS_CHANNELS_ONE_DOMAIN if s.nodes == 1 else K.NVLS_CHANNELS).get(s.arch, 16)
     if s.nodes == 2 and nic >= 48.0:
         return 32
     return 24 if nic >= 48.0 and (nic < 96.0 or s.ppn <= 8) else 32
