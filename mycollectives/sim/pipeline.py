@@ -12,25 +12,21 @@ concurrent chunks are NCCL's (``calcCollChunking`` and ``ncclNvlsTuning``, NCCL
 2.30.7, ``nccl_enqueue``): they shrink for smaller calls, which keeps the fill a few
 percent of the time down to a few hundred MiB.
 
-The stage counts follow the kernels in ``src/device/all_reduce.h`` and match the
-hops NCCL's own latency model counts (``tuning.cc``: ``2 (ppn - 1)`` hops and one
-network hop for CollNetChain, ``2 ((ppn - 1) + log2(nodes))`` for Tree, the switch
-and ``2 log2(nodes)`` network hops for NVLSTree).
+The stages counted are those inside a node, as the kernels in
+``src/device/all_reduce.h`` (``nccl_allreduce_kernels``) run them: scatter, switch and
+gather for NVLS and for NVLSTree's node, ``2 ppn - 1`` GPUs up and down the chain of
+CollNetChain and Tree. The network hops are not counted again: the latency the
+simulator adds is NCCL's (``tuning.cc``), which already charges each of them
+(``2 log2(nodes)`` network hops for NVLSTree and Tree, one for CollNetChain).
 """
 
 from __future__ import annotations
-
-import math
 
 from ..nccl import constants as K
 from ..nccl.model import System
 
 STEP = (4 << 20) // 8  # Simple's buffer (NCCL_BUFFSIZE 4 MiB) over NCCL_STEPS (8): one step
 COLLNET_CHAIN_CHUNK = 256 << 10  # enqueue.cc: min(256 KiB, stepSize x chunkSteps)
-
-
-def _log2i(n: int) -> int:
-    return int(math.log2(n)) if n > 0 else 0
 
 
 def nvls_channels(s: System, nic: float = 0.0) -> int:
