@@ -23,10 +23,13 @@ def _spine(topo, r):
     return sum(r.link_bytes[k] for k in range(topo.num_links) if topo.kinds[topo.link_dst[k]] == "spine")
 
 
-def test_ring_inside_a_node_runs_at_the_nvlink_rate():
-    for topo in (dgx_a100(), dgx_h100(), dgx_b200()):
+def test_ring_inside_a_node_runs_at_the_nvlink_rate_nccl_achieves():
+    """A100: the topology's 12 x 20.0 GB/s; H100 and B200: NCCL's achievable 360 and 720 GB/s
+    (sym_kernels.cc), below the topology's 18 x 20.6 and 18 x 40.1."""
+    for topo, rate in ((dgx_a100(), 240.0), (dgx_h100(), 360.0), (dgx_b200(), 720.0)):
         r = simulate_nccl("all_reduce", "Ring", BIG, topo)
-        assert r.busbw == pytest.approx(topo.link_bw[0] / 1e9, rel=1e-3)
+        assert r.busbw == pytest.approx(rate, rel=1e-3)
+        assert r.busbw <= topo.link_bw[0] / 1e9 * (1 + 1e-3)
         assert r.bound_busbw == pytest.approx(topo.link_raw_bw[0] / 1e9)
 
 
@@ -34,7 +37,7 @@ def test_nvls_bytes_per_gpu_are_n_times_one_plus_one_over_p():
     topo = dgx_h100(nvls=True)
     for p in (5, 8):
         r = simulate_nccl("all_reduce", "NVLS", BIG, topo, world_size=p)
-        assert _rate(r) == pytest.approx(topo.link_bw[0] * 0.85 * p / (p + 1), rel=1e-3)  # the fill: 0.05 %
+        assert _rate(r) == pytest.approx(360e9 * 0.85 * p / (p + 1), rel=1e-3)  # the fill: 0.05 %
 
 
 def test_nvls_pipeline_fill_costs_two_loops():
@@ -42,7 +45,7 @@ def test_nvls_pipeline_fill_costs_two_loops():
     loops' time: about 2 % at 1 GiB, nothing that matters at 64 GiB (nccl-tests issue 212: 256 MiB
     is too small to reach NVLS's peak)."""
     topo = dgx_h100(nvls=True)
-    peak = topo.link_bw[0] * 0.85 * 8 / 9
+    peak = 360e9 * 0.85 * 8 / 9
     r = simulate_nccl("all_reduce", "NVLS", 1 << 30, topo)
     assert (r.time_s - r.latency_s) == pytest.approx((1 << 30) / peak + 2 * (16 << 20) / peak, rel=1e-9)
     small = simulate_nccl("all_reduce", "NVLS", 256 << 20, topo)
@@ -52,7 +55,7 @@ def test_nvls_pipeline_fill_costs_two_loops():
 def test_multi_node_ring_is_bound_by_nvlink_or_the_nics_and_stays_on_its_rail():
     h = cluster("dgx_h100", 4)
     r = simulate_nccl("all_reduce", "Ring", BIG, h)
-    assert r.busbw == pytest.approx(370.8, rel=2e-3) and _spine(h, r) == 0
+    assert r.busbw == pytest.approx(360.0, rel=2e-3) and _spine(h, r) == 0
     a = cluster("dgx_a100", 3, nics_per_node=4, nic="hdr")
     r = simulate_nccl("all_reduce", "Ring", BIG, a)
     assert r.busbw == pytest.approx(4 * 24.0, rel=2e-3)  # four 200 Gb/s NICs at 96 %
@@ -86,24 +89,25 @@ def test_double_binary_tree_is_nccls():
 
 def test_gb200_tree_across_three_partitions_matches_the_hand_count():
     """Three nodes: per pair of channels a node sends 1 (leaf) + 2 (middle) channel shares: 1.5 S per
-    node over its NICs, so algbw = NICs x 48 GB/s / 1.5."""
+    node over its NICs, so algbw = NICs x 48 GB/s / 1.5 (the chain's fill is under 0.5 % at 64 GiB)."""
     for gpus in (4, 8):
         topo = cluster("gb200_nvl72", 3, gpus_per_node=gpus, nvls=False)
         assert _rate(simulate_nccl("all_reduce", "Tree", BIG, topo)) == pytest.approx(
-            gpus * 48e9 / 1.5, rel=1e-6
+            gpus * 48e9 / 1.5, rel=5e-3
         )
 
 
 def test_nvls_tree_is_bound_by_its_kernel_not_by_the_links():
     """NVLSTree's channels split their warps between the switch and the network (all_reduce.h), so
     each channel moves at most perChMaxNVLSTreeBws (57.7 GB/s of busbw on two Hopper nodes, 45.5 on
-    four or more): below what NVLS (370.8 x 0.85 x 8/9) or the NICs (4 x 48) would allow."""
+    four or more): below what NVLS (360 x 0.85 x 8/9) or the NICs (4 x 48) would allow. The
+    pipeline's fill is under 0.1 % at 64 GiB."""
     two, four = cluster("dgx_h100", 2), cluster("dgx_h100", 4)
-    links_two, links_four = 370.8e9 * 0.85 * 8 / 9, 48e9 * 4
+    links_two, links_four = 360e9 * 0.85 * 8 / 9, 48e9 * 4
     kernel_two, kernel_four = 8 * 57.7e9 * 16 / 30, 8 * 45.5e9 * 32 / 62  # channels x cap x p / 2(p-1)
     assert kernel_two < links_two and kernel_four < links_four
-    assert _rate(simulate_nccl("all_reduce", "NVLSTree", BIG, two)) == pytest.approx(kernel_two, rel=1e-6)
-    assert _rate(simulate_nccl("all_reduce", "NVLSTree", BIG, four)) == pytest.approx(kernel_four, rel=1e-6)
+    assert _rate(simulate_nccl("all_reduce", "NVLSTree", BIG, two)) == pytest.approx(kernel_two, rel=1e-3)
+    assert _rate(simulate_nccl("all_reduce", "NVLSTree", BIG, four)) == pytest.approx(kernel_four, rel=1e-3)
 
 
 def test_pat_and_all_to_all():
@@ -143,3 +147,22 @@ def test_thousands_of_nodes_simulate():
     topo = cluster("dgx_h100", 4096)
     r = simulate_nccl("all_reduce", "NVLSTree", GIB, topo)
     assert r.world_size == 32768 and 300 < r.busbw < 380
+
+
+def test_pipelines_pay_their_fill_and_rings_do_not():
+    """A chain or a tree moves a loop (channels x heads x chunk) through its stages before the last
+    stage works: (stages - 1) loops' time on top of bytes / rate; a ring has every link busy from its
+    first step. CollNetChain on 8 x 8 H100s: 16 channels, 256 KiB chunks halved below 8 x 64 chunks a
+    channel (calcCollChunking), 15 stages up and down the chain; NVLSTree on two nodes: 16 channels
+    x 8 heads x 128 KiB through scatter, switch and gather."""
+    chain, pair = cluster("dgx_h100", 8, sharp=True), cluster("dgx_h100", 2)
+    for topo, a, size, loop, stages in (
+        (chain, "CollNetChain", 512 << 20, 16 * (128 << 10), 15),
+        (chain, "CollNetChain", 8 * GIB, 16 * (256 << 10), 15),
+        (pair, "NVLSTree", 4 * 10**9, 16 * 8 * (128 << 10), 3),
+    ):
+        r = simulate_nccl("all_reduce", a, size, topo)
+        rate = _rate(simulate_nccl("all_reduce", a, BIG, topo))
+        assert r.time_s - r.latency_s == pytest.approx(size / rate + (stages - 1) * loop / rate, rel=2e-3), a
+    ring = simulate_nccl("all_reduce", "Ring", GIB, pair)
+    assert _rate(ring) == pytest.approx(_rate(simulate_nccl("all_reduce", "Ring", BIG, pair)), rel=1e-9)

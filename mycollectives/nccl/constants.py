@@ -114,6 +114,12 @@ NVLINK_BW = {"volta": 20.0, "ampere": 20.0, "hopper": 20.6, "blackwell": 40.1}  
 PCI_BW = 12.0  # PCIe Gen3 x16
 NET_BW = 12.0  # a 100 Gb/s NIC
 
+# src/sym_kernels.cc 185-189 (v2.29.2 on, nccl_sym_kernels): "NVLS max bws NCCL can achieve", one GPU's
+# NVLink in GB/s in NCCL's cost model of its symmetric kernels. It is also what the ring search allots its
+# channels (Hopper: 6 rings x 60 GB/s within 18 x 20.6; Blackwell: 8 x 90 within 18 x 40.1); Ampere has
+# no entry, and its search allots the whole 12 x 20.0 (6 x 40).
+NVLINK_ACHIEVABLE = {"hopper": 360.0, "blackwell": 720.0}
+
 # src/graph/search.cc 1051-1067 (nccl_search): the speeds (GB/s per channel) the graph search tries.
 SPEED_INTRA = {
     "ampere": (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0),
@@ -187,14 +193,15 @@ SPEED_INTER = {
 SPEED_INTRA["volta"], SPEED_INTER["volta"] = SPEED_INTRA["ampere"], SPEED_INTER["ampere"]
 MAX_CHANNELS = 64  # MAXCHANNELS, src/device.h 91; the ring search asks for at most half
 MAX_NVLS_ARITY = 32  # NCCL_MAX_NVLS_ARITY, src/include/device.h 213: at most 32 NVLS heads
-NVLS_CHANNELS = {"hopper": 16, "blackwell": 24, "blackwell-multinode": 32}  # src/transport/nvls.cc 202-246
-
-__all__ = [n for n in dir() if n.isupper()]
 
 # src/transport/nvls.cc (NCCL 2.30.7): NVLS channels per architecture (NVLS_NCHANNELS_SM90 16,
-# NVLS_NCHANNELS_SM100 32) and the chunk each NVLS head handles per loop (NCCL_NVLS_CHUNKSIZE, 128 KiB).
+# NVLS_NCHANNELS_SM100 32; NVLS_NCHANNELS_SM100_NVL 24 inside one NVLink domain, ncclNvlsTuning) and the
+# chunk each NVLS head handles per loop (NCCL_NVLS_CHUNKSIZE, 128 KiB).
 NVLS_CHANNELS = {"hopper": 16, "blackwell": 32}
+NVLS_CHANNELS_ONE_DOMAIN = {"hopper": 16, "blackwell": 24}
 NVLS_CHUNK = 128 << 10
 # The NVLS all-reduce kernel runs three groups of warps in a pipeline: scatter into the NVLS
 # buffer, reduce and multicast through the switch, gather out (src/device/all_reduce.h).
 NVLS_STAGES = 3
+
+__all__ = [n for n in dir() if n.isupper()]

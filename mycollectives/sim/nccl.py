@@ -10,9 +10,11 @@ Three steps, each a separate function:
 3. :func:`~mycollectives.sim.simulate_nccl` lays the algorithm's channels over the machine
    (:mod:`mycollectives.sim.channels`), adds up the bytes every link carries,
    and prices the collective at NCCL's latency plus the time its busiest link
-   needs: ``T = latency + max over links (bytes / usable bandwidth)``.
+   needs: ``T = latency + max over links (bytes / usable bandwidth)``, plus the
+   fill and drain of a pipelined algorithm (:mod:`mycollectives.sim.pipeline`).
 
-The bandwidth side uses the links and the protocol's data efficiency (LL 0.5,
+The bandwidth side uses the links (NVLink at what NCCL says its kernels
+achieve, :func:`nvlink_achievable`) and the protocol's data efficiency (LL 0.5,
 LL128 0.92, Simple 1; NVLS at NCCL's in-switch efficiency) with the protocols'
 own ceilings (LL's ``llMaxBw``, LL128's per-channel maximum); the further
 factors NCCL's tuner uses to steer its choice are not applied to the time.
@@ -34,8 +36,10 @@ from ..nccl import model
 from ..nccl.search import Hardware
 from ..nccl.search import system as search_system
 from ..topology import Topology
+from ..topology.graph import NVLINK
 from ..topology.nodes import PCIE_RAW, PCIE_USABLE_FRACTION
 from . import channels as ch
+from . import pipeline
 from .result import SimResult
 
 EFFICIENCY = {"LL": K.RING_LL_FACTOR, "LL128": K.LL128_FACTOR, "Simple": 1.0}
@@ -139,6 +143,22 @@ def traffic(collective: str, algorithm: str, topo: Topology, world_size: int | N
     raise ValueError(f"NCCL's {a} does not run {c} on {topo.name} with {p} ranks")
 
 
+def nvlink_achievable(topo: Topology) -> np.ndarray:
+    """Usable bytes/s of every link, NVLink at what NCCL says its kernels achieve per GPU.
+
+    ``topo.link_bw`` prices NVLink at NCCL's topology constant (``SM90_NVLINK_BW`` x links, 370.8
+    GB/s on an H100); NCCL's cost model of its NVLink kernels gives 360 GB/s on Hopper and 720 on
+    Blackwell (``NVLINK_ACHIEVABLE``, ``src/sym_kernels.cc``), the bandwidth its ring search can
+    allot to channels. Ampere keeps the topology's 240 GB/s, which its search allots whole.
+    """
+    spec = topo.node
+    if spec is None or spec.arch not in K.NVLINK_ACHIEVABLE:
+        return topo.link_bw
+    bw = topo.link_bw.copy()
+    bw[topo.link_class == NVLINK] *= K.NVLINK_ACHIEVABLE[spec.arch] * 1e9 / spec.nvlink_per_gpu
+    return bw
+
+
 def link_loads(topo: Topology, t: ch.Traffic) -> tuple[np.ndarray, np.ndarray]:
     """Bytes per collective byte on every link: from hops, and from flows into reducing switches."""
     hop = np.zeros(topo.num_links)
@@ -195,25 +215,6 @@ def _cap(s: model.System, c: str, a: str, proto: str) -> float:
     return bus * ratio * 1e9
 
 
-def _fill(s: model.System, a: str, nbytes: int, rate: float) -> float:
-    """Seconds NVLS's pipeline takes to fill and drain, on one node.
-
-    One loop moves ``channels x heads x chunk`` bytes through three stages (scatter, the
-    switch, gather); the first loop's gather waits for two stage times, the last loop's
-    scatter is followed by two: ``(stages - 1) x loop / rate``. NCCL shrinks the chunk for
-    small calls (``calcCollChunking``, enqueue.cc), which this follows. Why nccl-tests on
-    8 H100s reaches NVLS's peak only from a few GiB (``nccl_tests_issue212``).
-    """
-    if a != "NVLS" or s.nodes > 1 or s.arch not in K.NVLS_CHANNELS:
-        return 0.0
-    ops = K.NVLS_CHANNELS[s.arch] * min(K.MAX_NVLS_ARITY, s.ranks)  # concurrentOps
-    chunk = K.NVLS_CHUNK
-    for factor, smaller in ((64, 65536), (8, 32768), (2, 16384)):
-        if nbytes < factor * ops * chunk and chunk > smaller:
-            chunk = smaller
-    return (K.NVLS_STAGES - 1) * ops * chunk / rate
-
-
 def _latency(s: model.System, c: str, a: str, proto: str, nbytes: int) -> float:
     if a == P2P:  # Simple's base latency, and one step per group of 8 peers (NCCL_MAX_DEV_WORK_P2P_PER_BATCH)
         hw = K.HW_LATENCY["NET" if s.nodes > 1 else "NVLink"]["Ring"]["Simple"]
@@ -248,13 +249,14 @@ def simulate_nccl(
     p = nodes * local
     s = search_system(hardware(topology), p, nodes, collnet=topology.sharp)
     hop, switch = link_loads(topology, traffic(c, a, topology, world_size))
-    bw = topology.link_bw
+    bw = nvlink_achievable(topology)
     nvls_eff = topology.in_switch_reduction or 1.0
     per_byte = hop / (bw * EFFICIENCY[proto]) + switch / (bw * nvls_eff)  # seconds per collective byte
     busiest = int(np.argmax(per_byte))
     rate = min(1.0 / per_byte[busiest] if per_byte[busiest] > 0 else math.inf, _cap(s, c, a, proto))
     latency = _latency(s, c, a, proto, nbytes)
-    bandwidth_time = nbytes / rate + _fill(s, a, nbytes, rate) if nbytes else 0.0
+    fill = pipeline.fill_seconds(s, a, nbytes, rate, hardware(topology).nic_gbs) if proto == "Simple" else 0.0
+    bandwidth_time = nbytes / rate + fill if nbytes else 0.0
     total = (hop + switch) / topology.link_raw_bw
     bound = busbw_factor(c, p) / total.max() / 1e9 if total.max() > 0 else math.inf
     keep = topology.num_links <= 4_000_000
