@@ -35,7 +35,7 @@ from mycollectives.bench.factors import parse_size
 from mycollectives.bench.report import machine
 from mycollectives.collectives import busbw_factor
 
-COMPARED = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
+COMPARED = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")  # the keys of CALLS
 IMPLS = ("mpi", "gloo", "ours")
 
 
@@ -47,83 +47,106 @@ def setup(comm) -> None:
     torch.set_num_threads(1)
 
 
-def calls(comm, collective: str, size: int) -> dict:
+def _heap(k: int) -> torch.Tensor:
+    """``k`` float32 in symmetric memory, rendezvoused on the default group."""
+    x = symmetric.empty(k)
+    symmetric.rendezvous(x)
+    return x
+
+
+def _all_reduce(comm, MPI, n: int, block: int):
+    p, r = comm.size, comm.rank
+    a, t, s = np.ones(n, np.float32), torch.ones(n), _heap(n)
+    run = {
+        "mpi": lambda: comm.Allreduce(MPI.IN_PLACE, a, op=MPI.SUM),
+        "gloo": lambda: dist.all_reduce(t),
+        "ours": lambda: mc.all_reduce(s),
+    }
+    bufs = {"mpi": a, "gloo": t, "ours": s}
+
+    def check(impl):
+        x = bufs[impl]
+        x[:] = r + 1
+        run[impl]()
+        return bool(np.all(np.asarray(x) == p * (p + 1) / 2))
+
+    return run, check
+
+
+def _all_gather(comm, MPI, n: int, block: int):
+    p, r = comm.size, comm.rank
+    a_in, a_out = np.full(block, r, np.float32), np.zeros(p * block, np.float32)
+    t_in, t_out = torch.full((block,), float(r)), torch.zeros(p * block)
+    s_out = _heap(p * block)
+    run = {
+        "mpi": lambda: comm.Allgather(a_in, a_out),
+        "gloo": lambda: dist.all_gather_into_tensor(t_out, t_in),
+        "ours": lambda: mc.all_gather_into_tensor(s_out, t_in),
+    }
+    outs = {"mpi": a_out, "gloo": t_out, "ours": s_out}
+    want = np.repeat(np.arange(p, dtype=np.float32), block)
+
+    def check(impl):
+        run[impl]()
+        return bool(np.array_equal(np.asarray(outs[impl]), want))
+
+    return run, check
+
+
+def _reduce_scatter(comm, MPI, n: int, block: int):
+    p = comm.size
+    a_in, a_out = np.ones(p * block, np.float32), np.zeros(block, np.float32)
+    t_in, t_out = torch.ones(p * block), torch.zeros(block)
+    s_in = _heap(p * block)
+    s_in.fill_(1.0)
+    run = {
+        "mpi": lambda: comm.Reduce_scatter_block(a_in, a_out, op=MPI.SUM),
+        "gloo": lambda: dist.reduce_scatter_tensor(t_out, t_in),
+        "ours": lambda: mc.reduce_scatter_tensor(t_out, s_in),
+    }
+    outs = {"mpi": a_out, "gloo": t_out, "ours": t_out}
+
+    def check(impl):
+        outs[impl][:] = 0
+        run[impl]()
+        return bool(np.all(np.asarray(outs[impl]) == p))
+
+    return run, check
+
+
+def _broadcast(comm, MPI, n: int, block: int):
+    a, t, s = np.zeros(n, np.float32), torch.zeros(n), _heap(n)
+    run = {
+        "mpi": lambda: comm.Bcast(a, root=0),
+        "gloo": lambda: dist.broadcast(t, 0),
+        "ours": lambda: mc.broadcast(s, 0),
+    }
+    bufs = {"mpi": a, "gloo": t, "ours": s}
+
+    def check(impl):
+        x = bufs[impl]
+        x[:] = 7.0 if comm.rank == 0 else 0.0
+        run[impl]()
+        return bool(np.all(np.asarray(x) == 7.0))
+
+    return run, check
+
+
+# each collective's three implementations (MPI, torch.distributed on gloo, the package) and a check
+CALLS = {
+    "all_reduce": _all_reduce,
+    "all_gather": _all_gather,
+    "reduce_scatter": _reduce_scatter,
+    "broadcast": _broadcast,
+}
+
+
+def calls(comm, collective: str, size: int) -> tuple[dict, object]:
     """The three implementations of ``collective`` on ``size`` bytes (nccl-tests' size), and a check of each."""
     from mpi4py import MPI
 
-    p, r = comm.size, comm.rank
     n = size // 4  # float32 elements of the size buffer
-    block = n // p
-
-    def heap(k: int) -> torch.Tensor:  # in symmetric memory, rendezvoused on the default group
-        x = symmetric.empty(k)
-        symmetric.rendezvous(x)
-        return x
-
-    if collective == "all_reduce":
-        a, t, s = np.ones(n, np.float32), torch.ones(n), heap(n)
-        run = {
-            "mpi": lambda: comm.Allreduce(MPI.IN_PLACE, a, op=MPI.SUM),
-            "gloo": lambda: dist.all_reduce(t),
-            "ours": lambda: mc.all_reduce(s),
-        }
-        bufs = {"mpi": a, "gloo": t, "ours": s}
-
-        def check(impl):
-            x = bufs[impl]
-            x[:] = r + 1
-            run[impl]()
-            return bool(np.all(np.asarray(x) == p * (p + 1) / 2))
-
-    elif collective == "all_gather":
-        a_in, a_out = np.full(block, r, np.float32), np.zeros(p * block, np.float32)
-        t_in, t_out = torch.full((block,), float(r)), torch.zeros(p * block)
-        s_out = heap(p * block)
-        run = {
-            "mpi": lambda: comm.Allgather(a_in, a_out),
-            "gloo": lambda: dist.all_gather_into_tensor(t_out, t_in),
-            "ours": lambda: mc.all_gather_into_tensor(s_out, t_in),
-        }
-        outs = {"mpi": a_out, "gloo": t_out, "ours": s_out}
-        want = np.repeat(np.arange(p, dtype=np.float32), block)
-
-        def check(impl):
-            run[impl]()
-            return bool(np.array_equal(np.asarray(outs[impl]), want))
-
-    elif collective == "reduce_scatter":
-        a_in, a_out = np.ones(p * block, np.float32), np.zeros(block, np.float32)
-        t_in, t_out = torch.ones(p * block), torch.zeros(block)
-        s_in = heap(p * block)
-        s_in.fill_(1.0)
-        run = {
-            "mpi": lambda: comm.Reduce_scatter_block(a_in, a_out, op=MPI.SUM),
-            "gloo": lambda: dist.reduce_scatter_tensor(t_out, t_in),
-            "ours": lambda: mc.reduce_scatter_tensor(t_out, s_in),
-        }
-        outs = {"mpi": a_out, "gloo": t_out, "ours": t_out}
-
-        def check(impl):
-            outs[impl][:] = 0
-            run[impl]()
-            return bool(np.all(np.asarray(outs[impl]) == p))
-
-    else:  # broadcast
-        a, t, s = np.zeros(n, np.float32), torch.zeros(n), heap(n)
-        run = {
-            "mpi": lambda: comm.Bcast(a, root=0),
-            "gloo": lambda: dist.broadcast(t, 0),
-            "ours": lambda: mc.broadcast(s, 0),
-        }
-        bufs = {"mpi": a, "gloo": t, "ours": s}
-
-        def check(impl):
-            x = bufs[impl]
-            x[:] = 7.0 if r == 0 else 0.0
-            run[impl]()
-            return bool(np.all(np.asarray(x) == 7.0))
-
-    return run, check
+    return CALLS[collective](comm, MPI, n, n // comm.size)
 
 
 def measure(comm, collective: str, size: int, reps: int, iters: int) -> dict:
