@@ -101,7 +101,7 @@ def _reduce_scatter(comm, MPI, n: int, block: int):
     s_in.fill_(1.0)
     run = {
         "mpi": lambda: comm.Reduce_scatter_block(a_in, a_out, op=MPI.SUM),
-        "gloo": lambda: dist.reduce_scatter_tensor(t_out, t_in),
+        "gloo": lambda: dist.reduce_scatter_single(t_out, t_in),
         "ours": lambda: mc.reduce_scatter_tensor(t_out, s_in),
     }
     outs = {"mpi": a_out, "gloo": t_out, "ours": t_out}
