@@ -99,6 +99,7 @@ class Collective:
     in_place = False  # torch's call takes one tensor, input and output at once
     split = False  # per-pair sizes (Spec.splits), which the ranks learn from each other
     in_torch = True  # torch.distributed has it, under the first function's name
+    carries_data = True  # False: a token only, and what counts is that every rank hears from every rank
     # the API functions that run it (torch.distributed's names), the flat-tensor
     # form first, each with how to call it on flat tensors (:class:`Call`)
     forms: dict = {}  # function name -> Form

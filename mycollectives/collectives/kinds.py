@@ -192,6 +192,7 @@ class Barrier(Collective):
     that every rank has heard from every rank (the verifier checks causality)."""
 
     name = "barrier"
+    carries_data = False
     forms = {"barrier": lambda fn, c: c.lib.barrier(c.group, **c.kw)}
 
     def has_input(self, spec, rank):

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..collectives import COLLECTIVE, COLLECTIVES, Spec, labelled_inputs, labelled_outputs
+from ..collectives import COLLECTIVE, COLLECTIVES, labelled_inputs, labelled_outputs
 from .buffers import mask_colours
 
 if TYPE_CHECKING:
@@ -60,10 +60,8 @@ def collective_blocks(collective: str, p: int, root: int = 0) -> tuple[list[list
     if not 0 <= root < p:
         raise ValueError(f"root {root} is not a rank of a world of {p}")
     c = COLLECTIVE[collective]
-    if collective == "all_to_all":
-        spec = Spec(collective, p, splits=((1,) * p,) * p)
-    else:
-        spec = Spec(collective, p, count=1 if c.blocked else p, root=root if c.rooted else 0)
+    per_rank = 1 if c.blocked or c.split else p  # one element per block (per pair where split)
+    spec = c.with_count(p, per_rank, **({"root": root} if c.rooted else {}))
     ins = labelled_inputs(spec)
     outs = labelled_outputs(spec, ins)
     return [_blocks(x, p, r) for r, x in enumerate(ins)], [_blocks(x, p, r) for r, x in enumerate(outs)]

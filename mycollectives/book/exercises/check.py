@@ -40,7 +40,7 @@ class ExerciseFailure(AssertionError):
 def _run_case(fn: Callable, case: Case, timeout: float, allow_collectives: bool, sends_per_rank) -> None:
     p = case.p
     world = LocalWorld(p, timeout=timeout, eager_bytes=0)
-    if case.collective == "barrier":
+    if not record(case.collective).carries_data:
         _run_barrier(fn, case, world, timeout)
         _check_trace(case, world, allow_collectives, sends_per_rank)  # the rules hold for barriers too
         return
@@ -166,8 +166,8 @@ def check_collective(
         raise ValueError(f"collective must be one of {COLLECTIVES}, got {collective!r}")
     need(fn, "your function")
     n_cases = 0
-    counts = (0,) if collective == "barrier" else counts
-    dtypes = (torch.float32,) if collective == "barrier" else dtypes
+    if not record(collective).carries_data:  # a barrier: one call, no tensors to vary
+        counts, dtypes = (0,), (torch.float32,)
     for p in world_sizes:
         root_list = roots if roots is not None else sorted({0, p - 1})
         root_list = [r for r in root_list if r < p] if record(collective).rooted else [None]

@@ -83,9 +83,8 @@ class Code:
 def spec_of(case: Case) -> Spec:
     """The :class:`~mycollectives.collectives.Spec` of a case (all-to-all:
     blocks of ``count`` elements between every pair of ranks)."""
-    if case.collective == "all_to_all":
-        return Spec(case.collective, case.p, splits=((case.count,) * case.p,) * case.p)
-    return Spec(case.collective, case.p, count=case.count, root=case.root or 0)
+    c = record(case.collective)
+    return c.with_count(case.p, case.count, **({"root": case.root or 0} if c.rooted else {}))
 
 
 def inputs(case: Case, code: Code):
