@@ -50,7 +50,8 @@ def test_round_counts_match_the_textbook(p):
         ("all_to_all", "bruck"): lg + 2,  # plus the local rotations in and out
     }
     for (c, a), want in rounds.items():
-        spec = Spec(c, p, count=4 * p, splits=((1,) * p,) * p if c == "all_to_all" else None)
+        rec = record(c)
+        spec = rec.with_count(p, 1 if rec.split else 4 * p)  # per pair where split
         assert len(build(spec, a)) == want, (c, a, p)
     pow2 = 1 << (p.bit_length() - 1)
     extra = 2 if pow2 != p else 0  # fold in and fold out

@@ -27,6 +27,7 @@ import functools
 
 import numpy as np
 
+from ..collectives import record
 from ..schedule import ceil_log2, floor_pow2, num_segments
 from .counted import Machine
 from .forms import (  # noqa: F401 (FORMULAS, UPPER_BOUND, has_closed_form re-exported)
@@ -183,7 +184,7 @@ def closed_form(
     >>> closed_form("all_reduce", "ring", 4, 8, Machine(alpha=1.0, beta=0.0))
     6.0
     """
-    if world_size <= 1 or (count == 0 and collective != "barrier"):
+    if world_size <= 1 or (count == 0 and record(collective).carries_data):  # a barrier costs with no data
         return 0.0
     if (collective, algorithm) not in FORMULAS:
         raise KeyError(f"{collective}/{algorithm} has no closed form (its counted cost needs none)")

@@ -29,7 +29,7 @@ from .buffers import mask_colours
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-SHOWN = tuple(c for c in COLLECTIVES if c != "barrier")
+SHOWN = tuple(c for c in COLLECTIVES if COLLECTIVE[c].carries_data)
 
 Block = tuple[int, int] | None  # (mask of contributing ranks, block index) or empty
 
