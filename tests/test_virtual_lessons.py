@@ -120,6 +120,7 @@ def test_lab6_1f1b_bubble_matches_the_formula(p, m):
         assert abs(run.results[0] / ideal - 1) < 0.05, (kind, run.results[0], ideal)
 
 
+@pytest.mark.timeout(300)
 @pytest.mark.multiprocess  # the script runs as a reader runs it: python labs/scripts/pipeline.py --virtual ...
 def test_lab6_the_scripts_own_bubble_matches_the_formula_on_a_virtual_node():
     """``pipeline.py`` itself on 4 virtual H100s with its virtual defaults (m = 4, 8, 16): the bubble,
