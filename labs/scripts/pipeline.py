@@ -132,6 +132,31 @@ def bubble_of(r: dict, p: int, message: float = 0.0) -> tuple[float, float, list
     return sum(1 - (g["busy"] + g["comm"]) / total for g in gathered) / p, total, gathered
 
 
+def record(r: dict, env: Env, kind: str, m: int, message: float) -> dict:
+    """The sweep's row for one timed step (call on every stage): the bubble against the formula, the
+    fraction of the step not computing, the step's time, the peaks and timelines; rank 0 logs it."""
+    p = env.world_size
+    bubble, total, gathered = bubble_of(r, p, message)
+    idle = sum(1 - g["busy"] / total for g in gathered) / p
+    ideal = (p - 1) / (m + p - 1)
+    log(
+        env,
+        f"{kind:5s} m={m:3d}: {total * 1e3:8.2f} ms, bubble {bubble:.3f} (ideal {ideal:.3f}), "
+        f"not computing {idle:.3f}",
+    )
+    peaks, timelines = [g["peak"] for g in gathered], [g["events"] for g in gathered]
+    return dict(
+        schedule=kind,
+        m=m,
+        bubble=bubble,
+        idle=idle,
+        ideal=ideal,
+        time=total,
+        peaks=peaks,
+        timelines=timelines,
+    )
+
+
 def main() -> None:
     args = parser(__doc__)
     args.add_argument("--width", type=int, default=None)
@@ -179,26 +204,7 @@ def main() -> None:
             assert r["peak"] == bound, (
                 f"{kind} stage {s}: {r['peak']} micro-batches in flight, expected {bound}"
             )
-            bubble, total, gathered = bubble_of(r, p, message)
-            idle = sum(1 - g["busy"] / total for g in gathered) / p
-            sweep.append(
-                dict(
-                    schedule=kind,
-                    m=m,
-                    bubble=bubble,
-                    idle=idle,
-                    ideal=(p - 1) / (m + p - 1),
-                    time=total,
-                    peaks=[g["peak"] for g in gathered],
-                    timelines=[g["events"] for g in gathered],
-                )
-            )
-            ideal = (p - 1) / (m + p - 1)
-            log(
-                env,
-                f"{kind:5s} m={m:3d}: {total * 1e3:8.2f} ms, bubble {bubble:.3f} (ideal {ideal:.3f}), "
-                f"not computing {idle:.3f}",
-            )
+            sweep.append(record(r, env, kind, m, message))
     log(env, f"outputs and gradients of GPipe and 1F1B equal the unsplit model's for m in {ms}")
     save(env, a.out, dict(p=p, width=width, micro=micro, layers=layers, message=message, sweep=sweep))
     teardown()
