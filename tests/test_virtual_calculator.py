@@ -8,25 +8,19 @@ time is deterministic, so the bounds are exact statements, not timing luck.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
+from labs.scripts.common import Env, make_model
 from mycollectives.parallel.dense import DenseModel, data_parallel_step, stream_hidden
 from mycollectives.parallel.layout import Layout
 from mycollectives.topology import cluster
 
-SCRIPTS = Path(__file__).resolve().parents[1] / "labs" / "scripts"
-sys.path.insert(0, str(SCRIPTS))
-import common  # noqa: E402
-
-CPU = common.Env(0, 1, 0, 1, torch.device("cpu"), "virtual")
+CPU = Env(0, 1, 0, 1, torch.device("cpu"), "virtual")
 
 
 def build(width: int, depth: int) -> torch.nn.Module:
-    return common.make_model(width, depth, CPU)  # lab 4's MLP
+    return make_model(width, depth, CPU)  # lab 4's MLP
 
 
 def test_a_ddp_step_of_lab4s_model_matches_the_calculator_within_10_percent():

@@ -126,7 +126,7 @@ def test_lab6_the_scripts_own_bubble_matches_the_formula_on_a_virtual_node():
     """``pipeline.py`` itself on 4 virtual H100s with its virtual defaults (m = 4, 8, 16): the bubble,
     time spent waiting for another stage, within 5 % of ``(p - 1) / (m + p - 1)``. A message's own time
     (measured by the script first) is communication: the fraction of the step not computing is larger."""
-    from launch import torchrun
+    from labs.scripts.launch import torchrun  # the package's name for it, wherever sys.path points
 
     res = torchrun("pipeline.py", "--ranks", "4", virtual="dgx_h100", echo=False, timeout=300)
     assert res["p"] == 4 and res["message"] > 0
