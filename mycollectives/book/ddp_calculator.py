@@ -114,7 +114,9 @@ def compare(
             row = dict(
                 width=width, params=model.params, bucket_mb=bucket_mb, gpus=lay.dp, buckets=len(buckets)
             )
-            row.update(one_gpu=one, virtual=virtual, predicted=calc.step, all_reduce=calc.communication)
+            row.update(
+                rate=rate, one_gpu=one, virtual=virtual, predicted=calc.step, all_reduce=calc.communication
+            )
             row.update(exposed=calc.exposed, error=calc.step / virtual - 1)
             whole = data_parallel_step(model, lay, topo, compute_rate=rate, method="sim")  # step_time's rule
             row.update(one_call=whole.step, one_call_error=whole.step / virtual - 1)
