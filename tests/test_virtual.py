@@ -420,3 +420,17 @@ def test_the_pages_exercise_check_accepts_the_pipeline_answer_and_rejects_the_su
     check_step_time(None, nbytes=nbytes, seconds=t)
     out = capsys.readouterr().out
     assert out.startswith("not answered yet") and "Correct" not in out
+
+
+def _marked(rank):
+    t0 = virtual.clock()
+    with torch.profiler.record_function("a marker, as DDP's forward opens one"):
+        pass
+    marker = virtual.clock() - t0
+    torch.ones(4).add_(1)
+    return marker, virtual.clock() - t0
+
+
+def test_profiler_markers_cost_nothing_and_kernels_still_do():
+    ((marker, total),) = virtual.run(_marked, world_size=1, timeout=T).results
+    assert marker == 0.0 and total > 0.0

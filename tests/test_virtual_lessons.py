@@ -110,3 +110,20 @@ def test_lab6_1f1b_bubble_matches_the_formula(p, m):
         run = virtual.run(_bubble, "dgx_h100", world_size=p, args=(p, m, kind), dist=True, timeout=T)
         ideal = (p - 1) / (m + p - 1)
         assert abs(run.results[0] / ideal - 1) < 0.05, (kind, run.results[0], ideal)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.multiprocess  # the script runs as a reader runs it: python labs/scripts/pipeline.py --virtual ...
+def test_lab6_the_scripts_own_bubble_matches_the_formula_on_a_virtual_node():
+    """``pipeline.py`` itself on 4 virtual H100s with its virtual defaults (m = 4, 8, 16): the bubble,
+    time spent waiting for another stage, within 5 % of ``(p - 1) / (m + p - 1)``. A message's own time
+    (measured by the script first) is communication: the fraction of the step not computing is larger."""
+    from labs.scripts.launch import torchrun  # the package's name for it, wherever sys.path points
+
+    res = torchrun("pipeline.py", "--ranks", "4", virtual="dgx_h100", echo=False, timeout=300)
+    assert res["p"] == 4 and res["message"] > 0
+    assert sorted({r["m"] for r in res["sweep"]}) == [4, 8, 16]
+    assert {r["schedule"] for r in res["sweep"]} == {"gpipe", "1f1b"}
+    for r in res["sweep"]:
+        assert abs(r["bubble"] / r["ideal"] - 1) < 0.05, r
+        assert r["idle"] > r["bubble"] + 0.01, r  # the messages take time on a virtual node too

@@ -210,8 +210,27 @@ def step_time(
     links = Links.of(topology, protocol)
     compute = compute_seconds(model, layout, compute_rate or gpu.peak_flops["bf16"])
     pool = compute_pools(model, layout, compute)
+    rows = price_rows(comms(model, layout), layout, topology, pool, fractions, method, protocol)
+    per_micro = sum(r.exposed for r in rows if r.comm.strategy in ("TP", "SP", "CP", "EP", "PP"))
+    bubble = (layout.pp - 1) / (layout.virtual * layout.microbatches) * (compute + per_micro)
+    memory = memory_per_gpu(model, layout, gpu)
+    return StepReport(model, layout, topology.name, rows, compute, bubble, memory, gpu, links.gpus_per_node)
+
+
+def price_rows(
+    calls: list[Comm],
+    layout: Layout,
+    topology: Topology,
+    pool: dict[str, float],
+    fractions: Overlap,
+    method: str = "model",
+    protocol: str = "simple",
+) -> list[Row]:
+    """Price each kind of call on ``topology`` and hide what ``fractions`` allows behind the
+    seconds of compute left in ``pool`` (by window; spent in the order of ``calls``)."""
+    links = Links.of(topology, protocol)
     rows = []
-    for comm in comms(model, layout):
+    for comm in calls:
         members = layout.members(comm.axes)
         per_node, nodes = placement(members, links.gpus_per_node)
         where = (
@@ -226,10 +245,7 @@ def step_time(
             pool[window] -= hidden
         sent = (price.nvlink_bytes * comm.calls, price.network_bytes * comm.calls)
         rows.append(Row(comm, where, seconds, *sent, hidden))
-    per_micro = sum(r.exposed for r in rows if r.comm.strategy in ("TP", "SP", "CP", "EP", "PP"))
-    bubble = (layout.pp - 1) / (layout.virtual * layout.microbatches) * (compute + per_micro)
-    memory = memory_per_gpu(model, layout, gpu)
-    return StepReport(model, layout, topology.name, rows, compute, bubble, memory, gpu, links.gpus_per_node)
+    return rows
 
 
 def compute_seconds(model: ModelConfig, layout: Layout, rate: float) -> float:

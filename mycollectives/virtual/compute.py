@@ -10,7 +10,8 @@ and advances the rank's clock by ``max(flops / peak, bytes / hbm, KERNEL_FLOOR)`
 The op itself runs on the CPU, so results are real. Views, ``empty`` and
 reading a scalar move nothing and cost nothing, nor does making a tensor's
 first values (``ones``, ``zeros``, ``rand``, ``arange``: the data's set-up);
-filling an existing one (``fill_``, ``zero_``) is charged. The package's own
+filling an existing one (``fill_``, ``zero_``) is charged, nor do the
+profiler's markers (``record_function``: host bookkeeping). The package's own
 collectives are priced by the network, not here.
 
 An op is charged at the peak of its dtype: bfloat16 and float16 at the GPU's
@@ -71,6 +72,10 @@ _FREE_OPS = frozenset(
         "_local_scalar_dense set_ resize_"
     ).split()
 )
+
+# Ops that run on the host and launch nothing on the GPU: the profiler's markers (``record_function``,
+# which DDP's forward opens) are bookkeeping, not kernels.
+_HOST_NAMESPACES = frozenset({"profiler"})
 
 _here = threading.local()
 
@@ -137,6 +142,8 @@ class Charge(TorchDispatchMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         if getattr(_here, "paused", 0) or func.is_view or func.name().split(".")[0] in _FREE_OPS:
+            return out
+        if func.namespace in _HOST_NAMESPACES:
             return out
         packet = func._overloadpacket
         fn = flop_registry.get(packet)
