@@ -131,6 +131,75 @@ def grads_of(module: nn.Module) -> list[torch.Tensor]:
     return [p.grad.detach().clone() for p in module.parameters()]
 
 
+def variants_of(width: int, depth: int, env: Env) -> dict:
+    """The data-parallel variants compared, each as a function that builds a fresh one."""
+    return {
+        "torch DDP": lambda: DistributedDataParallel(
+            make_model(width, depth, env), process_group=native_group()
+        ),
+        "torch DDP + mc hook": lambda: _with_hook(
+            DistributedDataParallel(make_model(width, depth, env), process_group=native_group())
+        ),
+        "BucketedDDP overlap": lambda: BucketedDDP(make_model(width, depth, env), env, 4 << 20),
+        "BucketedDDP no overlap": lambda: BucketedDDP(make_model(width, depth, env), env, 4 << 20, False),
+    }
+
+
+def check_gradients(variants: dict, x, y, want: list, loss_fn, env: Env, tol: dict) -> None:
+    """Each variant's gradients after one step equal the reference's and torch DDP's, parameter by parameter."""
+    got_by_variant = {}
+    for name, build in variants.items():
+        model = build()
+        loss_fn(model(shard(x, env)), shard(y, env)).backward()
+        if isinstance(model, BucketedDDP):
+            model.finish()
+            model = model.module
+        got_by_variant[name] = grads_of(model)
+        for k, (got, exp) in enumerate(zip(got_by_variant[name], want)):
+            torch.testing.assert_close(got, exp, **tol, msg=lambda m, k=k, n=name: f"{n}, parameter {k}: {m}")
+            torch.testing.assert_close(  # and torch's DDP, bucket for bucket
+                got,
+                got_by_variant["torch DDP"][k],
+                **tol,
+                msg=lambda m, k=k, n=name: f"{n} vs torch DDP, parameter {k}: {m}",
+            )
+        log(env, f"{name:24s} gradients equal torch DDP's and the single-process reference")
+
+
+def bucket_caps(n_params: int) -> list[float]:
+    """Bucket sizes in MiB for a float32 model: many buckets, a few, one."""
+    mb = n_params * 4 / 2**20
+    return [mb / 16, mb / 4, mb + 1]
+
+
+def step_times(
+    variants: dict, x, y, loss_fn, env: Env, new_model, n_params: int, steps: int
+) -> dict[str, float]:
+    """Seconds per training step (forward, backward, gradient averaging) per variant and bucket size."""
+    xs, ys = shard(x, env), shard(y, env)
+
+    def step_time(model, finish) -> float:
+        def step():
+            for p in model.parameters() if isinstance(model, nn.Module) else model.module.parameters():
+                p.grad = None
+            loss_fn(model(xs), ys).backward()
+            finish()
+
+        return timed(env, step, steps)
+
+    times: dict[str, float] = {"no communication": step_time(new_model(), lambda: None)}
+    for name in ("torch DDP", "torch DDP + mc hook"):
+        times[name] = step_time(variants[name](), lambda: None)
+    for cap in bucket_caps(n_params):
+        for overlap in (True, False):
+            m = BucketedDDP(new_model(), env, cap * 2**20, overlap)
+            label = f"BucketedDDP {len(m.buckets)} bucket(s) {'overlap' if overlap else 'after backward'}"
+            times[label] = step_time(m, m.finish)
+    for name, t in times.items():
+        log(env, f"{name:45s} {t * 1e3:9.2f} ms/step")
+    return times
+
+
 def main() -> None:
     args = parser(__doc__)
     args.add_argument("--width", type=int, default=None)
@@ -160,61 +229,12 @@ def main() -> None:
         f"model: {a.depth + 1} Linear layers of width {width}, {n_params / 1e6:.2f} M parameters, {env.backend}",
     )
 
-    variants = {
-        "torch DDP": lambda: DistributedDataParallel(
-            make_model(width, a.depth, env), process_group=native_group()
-        ),
-        "torch DDP + mc hook": lambda: _with_hook(
-            DistributedDataParallel(make_model(width, a.depth, env), process_group=native_group())
-        ),
-        "BucketedDDP overlap": lambda: BucketedDDP(make_model(width, a.depth, env), env, 4 << 20),
-        "BucketedDDP no overlap": lambda: BucketedDDP(make_model(width, a.depth, env), env, 4 << 20, False),
-    }
-    got_by_variant = {}
-    for name, build in variants.items():
-        model = build()
-        loss_fn(model(shard(x, env)), shard(y, env)).backward()
-        if isinstance(model, BucketedDDP):
-            model.finish()
-            model = model.module
-        got_by_variant[name] = grads_of(model)
-        for k, (got, exp) in enumerate(zip(got_by_variant[name], want)):
-            torch.testing.assert_close(got, exp, **tol, msg=lambda m, k=k, n=name: f"{n}, parameter {k}: {m}")
-            torch.testing.assert_close(  # and torch's DDP, bucket for bucket
-                got,
-                got_by_variant["torch DDP"][k],
-                **tol,
-                msg=lambda m, k=k, n=name: f"{n} vs torch DDP, parameter {k}: {m}",
-            )
-        log(env, f"{name:24s} gradients equal torch DDP's and the single-process reference")
-
-    # time a training step (forward, backward, gradient averaging) per variant and bucket size
-    def step_time(model, finish) -> float:
-        xs, ys = shard(x, env), shard(y, env)
-
-        def step():
-            for p in model.parameters() if isinstance(model, nn.Module) else model.module.parameters():
-                p.grad = None
-            loss_fn(model(xs), ys).backward()
-            finish()
-
-        return timed(env, step, steps)
-
-    times: dict[str, float] = {"no communication": step_time(make_model(width, a.depth, env), lambda: None)}
-    for name in ("torch DDP", "torch DDP + mc hook"):
-        times[name] = step_time(variants[name](), lambda: None)
-    mb = n_params * 4 / 2**20
-    caps = [mb / 16, mb / 4, mb + 1]  # MiB: many buckets, a few, one
-    for cap in caps:
-        for overlap in (True, False):
-            m = BucketedDDP(make_model(width, a.depth, env), env, cap * 2**20, overlap)
-            label = f"BucketedDDP {len(m.buckets)} bucket(s) {'overlap' if overlap else 'after backward'}"
-            times[label] = step_time(m, m.finish)
-    for name, t in times.items():
-        log(env, f"{name:45s} {t * 1e3:9.2f} ms/step")
+    variants = variants_of(width, a.depth, env)
+    check_gradients(variants, x, y, want, loss_fn, env, tol)
+    times = step_times(variants, x, y, loss_fn, env, lambda: make_model(width, a.depth, env), n_params, steps)
 
     # one step's timeline: when did backward run, and when each bucket's all-reduce
-    m = BucketedDDP(make_model(width, a.depth, env), env, caps[0] * 2**20)
+    m = BucketedDDP(make_model(width, a.depth, env), env, bucket_caps(n_params)[0] * 2**20)
     timeline, hidden, comm = one_step(m, shard(x, env), shard(y, env), loss_fn, env, a.trace)
     log(
         env,
