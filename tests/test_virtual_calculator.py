@@ -23,6 +23,7 @@ def build(width: int, depth: int) -> torch.nn.Module:
     return make_model(width, depth, CPU)  # lab 4's MLP
 
 
+@pytest.mark.timeout(600)
 def test_a_ddp_step_of_lab4s_model_matches_the_calculator_within_10_percent():
     from mycollectives.book.ddp_calculator import compare
 
