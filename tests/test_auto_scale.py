@@ -54,7 +54,8 @@ def test_closed_forms_rank_every_candidate_counting_ranks(collective):
 
 
 def test_small_worlds_are_counted_large_ones_use_formulas(monkeypatch):
-    """Up to COUNT_UP_TO ranks auto counts from schedules; above, it builds none."""
+    """Up to COUNT_UP_TO ranks auto counts from schedules; above, it builds only the schedules of
+    algorithms without a closed form (a new algorithm needs none)."""
     built = []
     real = choose_mod.schedule_for
     monkeypatch.setattr(choose_mod, "schedule_for", lambda *a, **k: built.append(a) or real(*a, **k))
@@ -64,7 +65,8 @@ def test_small_worlds_are_counted_large_ones_use_formulas(monkeypatch):
     for c in COLLECTIVES:
         for n in (4, 1 << 20, 64 << 20):
             assert cheapest(c, 4096, n, local_size=8) in mc.algorithms(c)
-    assert built == [], "4,096 ranks: every candidate has a closed form, none is built"
+    without = {(c, a) for c in COLLECTIVES for a in mc.algorithms(c) if not has_closed_form(c, a)}
+    assert {a[:2] for a in built} <= without, "4,096 ranks: a schedule with a closed form was built"
 
 
 def test_symmetric_memory_is_always_counted(monkeypatch):

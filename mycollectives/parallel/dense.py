@@ -1,13 +1,13 @@
 """The step-time calculator for a model known by its size alone: data parallelism (DDP) only.
 
-:func:`~.step.step_time` takes a Transformer (:class:`~.config.ModelConfig`),
+:func:`~mycollectives.parallel.calculator.step_time` takes a Transformer (:class:`~mycollectives.parallel.config.ModelConfig`),
 because tensor, sequence, context, expert and pipeline parallelism need its
 shapes. Data parallelism needs only two numbers: the parameters, whose
 gradients are all-reduced, and the training FLOPs per sample, which set the
 compute. :class:`DenseModel` is such a model (the labs' MLP, say), and
 :func:`data_parallel_step` prices one DDP step of it with the calculator's own
 pieces: the compute at ``compute_rate``, each all-reduce priced by the cost
-model or the simulator (:func:`~.step.price_rows`), and as much of it hidden
+model or the simulator (``step.price_rows``), and as much of it hidden
 behind the backward pass (two thirds of the compute) as ``Overlap.data`` allows.
 
 ``buckets`` gives DDP's buckets, in the order backward launches them: each
@@ -103,7 +103,7 @@ def data_parallel_step(
 
     ``buckets``: the bytes of each of DDP's buckets, in launch order (they must
     add up to the gradients' bytes). ``method`` and ``overlap`` as for
-    :func:`~.step.step_time`.
+    :func:`~mycollectives.parallel.calculator.step_time`.
     """
     others = {a: layout.size(a) for a in ("tp", "cp", "pp", "ep")}
     if any(v > 1 for v in others.values()) or layout.zero:

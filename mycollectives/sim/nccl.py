@@ -11,10 +11,10 @@ Three steps, each a separate function:
    (:mod:`mycollectives.sim.channels`), adds up the bytes every link carries,
    and prices the collective at NCCL's latency plus the time its busiest link
    needs: ``T = latency + max over links (bytes / usable bandwidth)``, plus the
-   fill and drain of a pipelined algorithm (:mod:`mycollectives.sim.pipeline`).
+   fill and drain of a pipelined algorithm (``mycollectives.sim.pipeline``).
 
 The bandwidth side uses the links (NVLink at what NCCL says its kernels
-achieve, :func:`nvlink_achievable`) and the protocol's data efficiency (LL 0.5,
+achieve, ``nvlink_achievable()``) and the protocol's data efficiency (LL 0.5,
 LL128 0.92, Simple 1; NVLS at NCCL's in-switch efficiency) with the protocols'
 own ceilings (LL's ``llMaxBw``, LL128's per-channel maximum); the further
 factors NCCL's tuner uses to steer its choice are not applied to the time.
