@@ -6,7 +6,7 @@ import pytest
 
 import mycollectives as mc
 from mycollectives import auto
-from mycollectives.algorithms import COLLECTIVES, register, unregister
+from mycollectives.algorithms import COLLECTIVES, entry, register, unregister
 from mycollectives.cost import DEFAULT_MACHINE, FORMULAS, Machine, cheapest, has_closed_form, predict
 from mycollectives.cost import choose as choose_mod
 
@@ -99,9 +99,21 @@ def test_predict_refuses_an_unknown_method():
         predict("all_reduce", 8, 64, method="guess")
 
 
-def test_every_algorithm_on_the_menu_has_a_closed_form_today():
-    """The fast path covers the whole menu (a new algorithm may still come without one)."""
-    missing = [(c, a) for c in COLLECTIVES for a in mc.algorithms(c) if (c, a) not in FORMULAS]
+# the package's own builder modules (a new algorithm comes in a file of its own)
+SHIPPED = ("all_gather", "all_reduce", "all_to_all", "barrier", "broadcast", "hierarchical", "pat", "reduce",
+           "reduce_scatter", "scatter_gather", "trees")  # fmt: skip
+
+
+def test_every_algorithm_the_package_ships_has_a_closed_form():
+    """The fast path covers the package's own menu; an algorithm added in a file of its own (the
+    appendix's recipe) may come without one, and is then counted at any size."""
+    shipped = {"mycollectives.algorithms." + m for m in SHIPPED}
+    missing = [
+        (c, a)
+        for c in COLLECTIVES
+        for a in mc.algorithms(c)
+        if entry(c, a).build.__module__ in shipped and (c, a) not in FORMULAS
+    ]
     assert missing == []
 
 
