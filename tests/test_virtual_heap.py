@@ -12,6 +12,7 @@ import torch
 import mycollectives as mc
 from mycollectives import virtual
 from mycollectives.algorithms import schedule_for
+from mycollectives.loadstore import reads
 from mycollectives.topology import PROTOCOLS
 from mycollectives.topology.graph import NVLINK
 
@@ -38,7 +39,7 @@ def _run(p: int, algorithm: str, nbytes: int, heap: bool):
     return virtual.run(_call, "dgx_h100", world_size=p, args=(nbytes // 4, algorithm, heap), timeout=T)
 
 
-CASES = [(p, a, n) for p in (4, 8) for a in ("ring", "one_shot") for n in (16 << 10, 4 << 20)]
+CASES = [(p, a, n) for p in (4, 8) for a in ("ring", "direct", "one_shot") for n in (16 << 10, 4 << 20)]
 
 
 @pytest.mark.timeout(300)
@@ -51,14 +52,18 @@ def test_heap_all_reduce_gives_the_sum_and_the_message_path_time_plus_its_barrie
     for r in range(p):
         assert torch.equal(heap.results[r][2], want)
         assert torch.equal(heap.results[r][2], msg.results[r][2])
-    rounds = len(schedule_for("all_reduce", algorithm, p, count=numel).rounds)
+    schedule = schedule_for("all_reduce", algorithm, p, count=numel)
+    rounds = len(schedule.rounds)
+    assert reads(schedule, 0)[-1][1] == (algorithm == "one_shot")  # only one-shot ends with late writes
     for r in range(p):
         (dt, barriers, _), (dt_msg, _, _) = heap.results[r], msg.results[r]
         assert dt > 0
         # the same bytes on the same links after the same round latencies; loads pay no other
-        # per-message cost, so the heap is slower by its barriers alone: one after each round but
-        # the last, and one at the end unless the last round's late writes already took one (one-shot)
-        assert barriers == (1 if algorithm == "one_shot" else rounds)
+        # per-message cost, so the heap is slower by its barriers alone: one before each round but
+        # the first (the argument check's met there), one per round with late writes, and one at
+        # the end unless the last round's late writes already took it (one-shot)
+        late = [has_late for _, has_late in reads(schedule, r)]
+        assert barriers == rounds - late[-1] + sum(late)
         assert dt == pytest.approx(dt_msg + barriers * BARRIER, rel=1e-9, abs=1e-12)
 
 
@@ -79,6 +84,18 @@ def test_one_shot_beats_ring_on_the_heap_when_small_and_loses_when_large():
     large = {a: _run(8, a, 16 << 20, True).results[0][0] for a in ("ring", "one_shot")}
     assert small["one_shot"] < small["ring"] / 2
     assert large["one_shot"] > large["ring"]
+
+
+@pytest.mark.timeout(300)
+def test_one_shot_beats_two_shot_on_the_heap_when_small_and_loses_when_large_beyond_two_ranks():
+    # one-shot: one round (and one barrier) loading (p - 1) n bytes per GPU; two-shot: two rounds
+    # loading 2 (p - 1) / p n. The adds cost no virtual time, so on two GPUs (both load n) one-shot
+    # always wins; from four GPUs on, two-shot wins at large sizes (chapter 4b's lesson).
+    for p in (2, 4, 8):
+        small = {a: _run(p, a, 16 << 10, True).results[0][0] for a in ("direct", "one_shot")}
+        large = {a: _run(p, a, 16 << 20, True).results[0][0] for a in ("direct", "one_shot")}
+        assert small["one_shot"] < small["direct"]
+        assert (large["one_shot"] > large["direct"]) == (p > 2)
 
 
 def test_a_rendezvous_across_nodes_is_refused_on_every_rank():
