@@ -19,7 +19,9 @@ what a rendezvous returns, with the signal pads and barriers. On CUDA,
 :func:`empty` and :func:`rendezvous` are torch's own. A rank on another
 host, or a tensor outside the heap on any rank, is refused on every rank
 before anything moves; failures are the package's errors
-(:mod:`mycollectives.errors`).
+(:mod:`mycollectives.errors`). A transport whose ranks share one process
+and declare it (``hosts_heap``: the virtual cluster's, whose loads then take
+virtual time, :mod:`mycollectives.virtual.heap`) does the rendezvous itself.
 
 The first rendezvous on a group also sets up a small *control* block for
 that group: the argument check of every later collective on the group meets
