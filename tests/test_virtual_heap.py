@@ -132,4 +132,17 @@ def test_signals_and_barriers_take_virtual_time():
     meets = {round(r[0], 12) for r in run.results}
     assert len(meets) == 1  # every rank leaves the barrier together: the last's arrival plus a step
     assert run.results[0][0] >= 3e-6 + BARRIER
-    assert all(r[1] >= r[0] for r in run.results)
+    for left_barrier, signalled in run.results:  # a flag lands one step after it is raised
+        assert signalled == pytest.approx(left_barrier + BARRIER, rel=1e-9)
+
+
+@pytest.mark.parametrize("wait", ["barrier", "signal"])
+def test_a_wait_that_nothing_ends_is_a_deadlock(wait):
+    def fn(rank):
+        h = mc.symmetric.rendezvous(mc.symmetric.empty(16))
+        if rank == 0:
+            return  # never meets the others again
+        h.barrier() if wait == "barrier" else h.wait_signal(0)
+
+    with pytest.raises(Exception, match="deadlock"):
+        virtual.run(fn, world_size=3, timeout=T)

@@ -21,8 +21,8 @@ heap's :class:`~mycollectives.symmetric.SymmetricMemory` with time made virtual:
   under the Simple protocol). The control block's barriers (the argument
   check's, which NCCL does not do) cost nothing, as the argument check's
   messages cost nothing on the message path.
-* **Signals** (:meth:`~VirtualHeap.wait_signal`): a rank polls its pad,
-  each unsuccessful look costing the maestro's ``POLL`` of virtual time.
+* **Signals** (:meth:`~VirtualHeap.put_signal`, :meth:`~VirtualHeap.wait_signal`):
+  a flag lands in the peer's pad that same latency later and wakes it.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ import torch
 
 from ..symmetric.attach import refusal
 from ..symmetric.handle import CHANNELS, SymmetricMemory
-from ..transport.base import TransportTimeout
 from . import maestro as _m
 from .compute import paused
 
@@ -45,6 +44,7 @@ class _Group:
     def __init__(self, latency: float):
         self.latency = latency
         self.pending: dict[tuple[int, int], list] = {}  # (channel, n) -> [arrived, Activity]
+        self.asleep: dict[tuple[int, int], _m.Activity] = {}  # (rank, channel) -> what wakes it
 
 
 class VirtualHeap(SymmetricMemory):
@@ -95,18 +95,33 @@ class VirtualHeap(SymmetricMemory):
         self.barriers += self._group.latency > 0
         maestro.wait(actor, entry[1])
 
+    def put_signal(self, dst: int, channel: int = 0) -> None:
+        """Raise this rank's flag in ``dst``'s pad; it lands one step latency later (and wakes ``dst``)."""
+        actor, maestro, gpus = _m.current(), self._t.cluster.maestro, self._t.gpus
+        maestro.sync(actor)
+        flags, me, group = self._flags[dst], self.rank, self._group
+
+        def land(at: float) -> None:
+            flags[channel, me] += 1
+            woken = group.asleep.pop((dst, channel), None)
+            if woken is not None:
+                maestro.fire(woken, at)
+
+        sent = _m.Activity(f"signal rank {dst}")
+        sent.then.append(land)
+        self._t.cluster.net.post(gpus[me], gpus[dst], 0, group.latency, sent, maestro)
+
     def _await(self, channel: int, sources: list[int], timeout: float | None) -> None:
-        """Poll this rank's pad in virtual time until every one of ``sources`` has signalled."""
+        """Wait in virtual time until every one of ``sources`` has signalled once more (``timeout``:
+        the maestro finds a wait that nothing can end, as a deadlock)."""
         want = self._expected[channel]
         want[sources] += 1
-        pad, actor = self._flags[self.rank][channel], _m.current()
-        start, limit = actor.clock, timeout or self.timeout
+        pad, actor, maestro = self._flags[self.rank][channel], _m.current(), self._t.cluster.maestro
+        maestro.sync(actor)
         while not all(pad[s] >= want[s] for s in sources):
-            if actor.clock - start > limit:
-                late = [s for s in sources if pad[s] < want[s]]
-                raise TransportTimeout(f"no signal from rank {late[0]} on channel {channel}", peer=late[0])
-            actor.clock += _m.POLL
-            self._t.cluster.maestro.sync(actor)
+            late = next(s for s in sources if pad[s] < want[s])
+            woken = self._group.asleep[(self.rank, channel)] = _m.Activity(f"signal from rank {late}")
+            maestro.wait(actor, woken)
 
 
 def join(transport, block, control: bool = False) -> VirtualHeap:
