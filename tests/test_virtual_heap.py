@@ -12,9 +12,11 @@ import torch
 import mycollectives as mc
 from mycollectives import virtual
 from mycollectives.algorithms import schedule_for
+from mycollectives.errors import DeadlockError
 from mycollectives.loadstore import reads
 from mycollectives.topology import PROTOCOLS
 from mycollectives.topology.graph import NVLINK
+from mycollectives.transport import TransportDeadlock
 
 T = 120  # wall-clock guard of every run, seconds
 BARRIER = PROTOCOLS["simple"].step_latency[NVLINK]  # one barrier on a DGX node: an NVLink step
@@ -136,13 +138,17 @@ def test_signals_and_barriers_take_virtual_time():
         assert signalled == pytest.approx(left_barrier + BARRIER, rel=1e-9)
 
 
-@pytest.mark.parametrize("wait", ["barrier", "signal"])
+@pytest.mark.parametrize("wait", ["barrier", "signal", "all_reduce"])
 def test_a_wait_that_nothing_ends_is_a_deadlock(wait):
     def fn(rank):
-        h = mc.symmetric.rendezvous(mc.symmetric.empty(16))
+        x = mc.symmetric.empty(16)
+        h = mc.symmetric.rendezvous(x)
         if rank == 0:
             return  # never meets the others again
-        h.barrier() if wait == "barrier" else h.wait_signal(0)
+        {"barrier": h.barrier, "signal": lambda: h.wait_signal(0), "all_reduce": lambda: mc.all_reduce(x)}[
+            wait
+        ]()
 
-    with pytest.raises(Exception, match="deadlock"):
+    kind = DeadlockError if wait == "all_reduce" else TransportDeadlock
+    with pytest.raises(kind, match=r"deadlock at virtual time .*rank\(s\) 0 already returned"):
         virtual.run(fn, world_size=3, timeout=T)
