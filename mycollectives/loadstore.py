@@ -52,6 +52,20 @@ def reads(schedule: Schedule, me: int) -> tuple[tuple[tuple[Item, ...], bool], .
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=1024)
+def traffic(schedule: Schedule, me: int, item: int) -> tuple[tuple[tuple[int, int], ...], ...]:
+    """Per round, the bytes ``me`` loads from each peer, ``(src, nbytes)`` (its own copies load
+    nothing): what a handle that prices loads is told (``PricesLoads``, ``transport/contract.py``)."""
+    out = []
+    for items, _ in reads(schedule, me):
+        per: dict[int, int] = {}
+        for src, _, _, _, _, count, _, _ in items:
+            if src != me:
+                per[src] = per.get(src, 0) + count * item
+        out.append(tuple(sorted(per.items())))
+    return tuple(out)
+
+
 def _views(schedule: Schedule, handle, offsets: dict[int, int], dtype: torch.dtype, me: int):
     """Per round: ``(read, into, src, reduce, late, where)`` for every read of
     ``me``, the tensors already sliced out of the heap (cached on the handle:
@@ -110,6 +124,9 @@ def execute(
 
     timeout = timeout or handle.timeout
     at = f"{name} ({schedule.algorithm}) on rank {me}"
+    loads = traffic(schedule, me, torch.empty(0, dtype=dtype).element_size()) if handle.prices_loads else ()
+    if loads:
+        handle.begin(schedule, name)
 
     def sync(stage: str) -> None:
         wait_for(lambda t: handle.barrier(0, t), timeout, at, None, f"barrier {stage}: waiting for", note)
@@ -128,6 +145,8 @@ def execute(
                 combine(into, data)
             else:
                 into.copy_(data)
+        if loads:
+            handle.loads(k, loads[k])
         if any_late:  # every rank, so that all take the same barriers
             sync(f"round {k}, before its late writes")
             settle(staged, me, lambda b, o, c: mine[b, o, c], combine)

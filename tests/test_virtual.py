@@ -290,15 +290,6 @@ def test_isend_overlaps_with_compute_and_recv_gets_the_data():
     assert both.results[0][0] == pytest.approx(max(transfer, 1e-4), rel=1e-6)
 
 
-def test_symmetric_memory_is_refused_inside_a_run():
-    def fn(rank):
-        t = mc.symmetric.empty(16)
-        mc.symmetric.rendezvous(t)
-
-    with pytest.raises(ValueError, match="rendezvous on rank 0"):
-        virtual.run(fn, world_size=2, timeout=T)
-
-
 def test_the_wall_clock_guard_names_the_running_rank():
     import time
 

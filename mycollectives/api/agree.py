@@ -125,8 +125,8 @@ def _through_heap(heap, mine: np.ndarray, timeout: float, fn: str) -> np.ndarray
     call k may write call k+1's descriptor before a slower peer has read
     call k's; it cannot reach call k+2 before every peer has arrived at call
     k+1's barrier, that is, has read call k's."""
-    from ..errors import CollectiveTimeout, PeerError
-    from ..transport import TransportPeerError, TransportTimeout
+    from ..errors import CollectiveTimeout, DeadlockError, PeerError
+    from ..transport import TransportDeadlock, TransportPeerError, TransportTimeout
 
     half = len(heap.mailboxes()[0]) // 2
     if len(mine) > half:
@@ -137,6 +137,8 @@ def _through_heap(heap, mine: np.ndarray, timeout: float, fn: str) -> np.ndarray
     boxes[heap.rank][:] = mine
     try:
         heap.barrier(1, timeout)
+    except TransportDeadlock as e:  # a virtual run's peer that will never arrive
+        raise DeadlockError(f"{fn} (argument check in symmetric memory) on rank {heap.rank}: {e}") from e
     except TransportTimeout as e:
         raise CollectiveTimeout(
             f"{fn} (argument check in symmetric memory) on rank {heap.rank}: rank {e.peer} did not arrive "

@@ -19,7 +19,9 @@ what a rendezvous returns, with the signal pads and barriers. On CUDA,
 :func:`empty` and :func:`rendezvous` are torch's own. A rank on another
 host, or a tensor outside the heap on any rank, is refused on every rank
 before anything moves; failures are the package's errors
-(:mod:`mycollectives.errors`).
+(:mod:`mycollectives.errors`). A transport whose ranks share one process
+and declare it (``hosts_heap``: the virtual cluster's, whose loads then take
+virtual time, :mod:`mycollectives.virtual.heap`) does the rendezvous itself.
 
 The first rendezvous on a group also sets up a small *control* block for
 that group: the argument check of every later collective on the group meets
@@ -40,6 +42,7 @@ import torch
 
 from ..errors import CollectiveTimeout, PeerError
 from ..transport.base import TransportPeerError, TransportTimeout
+from ..transport.contract import capabilities
 from ..transport.shm_regions import host_id
 from .attach import attach, exchange, refusal
 from .handle import CHANNELS, MAILBOX, MAX_RANKS, PAD_BYTES, SymmetricMemory, close_fds, itemsize, sizes_of
@@ -152,16 +155,18 @@ def rendezvous(tensor: torch.Tensor, group=None, timeout: float | None = None) -
     found = block_of(tensor)
     if found is not None and t in found[0].handles:
         return found[0].handles[t]
-    if t.local:
+    caps = capabilities(t)
+    if not caps.heap_loads:
         raise ValueError(
             f"rendezvous on rank {t.rank}: symmetric memory needs processes on one host (a gloo group), "
             "not a local world"
         )
+    join = _hosted if caps.hosts_heap else _join
     try:
-        handle = _join(t, found[0] if found else None, seconds or t.timeout)
+        handle = join(t, found[0] if found else None, seconds or t.timeout)
         if t not in _controls:  # the group's control block: the first rendezvous on it sets it up
             block = allocate((1,), torch.uint8, 1)
-            _controls[t] = (block, _join(t, block_of(block)[0], seconds or t.timeout))
+            _controls[t] = (block, join(t, block_of(block)[0], seconds or t.timeout, control=True))
     except TransportTimeout as e:
         raise CollectiveTimeout(f"rendezvous on rank {t.rank}: {e}") from e
     except TransportPeerError as e:
@@ -169,7 +174,14 @@ def rendezvous(tensor: torch.Tensor, group=None, timeout: float | None = None) -
     return handle
 
 
-def _join(t, block: Block | None, timeout: float) -> SymmetricMemory:
+def _hosted(t, block: Block | None, timeout: float, control: bool = False) -> SymmetricMemory:
+    """The rendezvous of ``block`` on a transport that hosts its ranks' heap (``HostsHeap``)."""
+    handle = t.join_heap(block, control)
+    block.handles[t] = handle
+    return handle
+
+
+def _join(t, block: Block | None, timeout: float, control: bool = False) -> SymmetricMemory:
     """The rendezvous of ``block`` (None: this rank's tensor is outside the heap) on ``t``."""
     p2p = getattr(t, "inner", t)  # the process group's own send and receive
     getattr(t, "settled", lambda: None)()  # a shared-memory transport's own set-up messages first

@@ -52,7 +52,10 @@ class SymmetricMemory:
 
     ``ident`` is the same on every rank of the rendezvous and differs between
     rendezvous: the argument check compares it, so that ranks passing tensors
-    of different allocations are refused before any load."""
+    of different allocations are refused before any load. Its loads take the
+    time they take (the virtual cluster's handle prices them: ``PricesLoads``)."""
+
+    prices_loads = False
 
     def __init__(
         self,

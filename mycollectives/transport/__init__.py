@@ -26,7 +26,7 @@ from .base import (
     TransportPeerError,
     TransportTimeout,
 )
-from .contract import Capabilities, PricesSchedules, ReadsInPlace, capabilities
+from .contract import Capabilities, HostsHeap, PricesLoads, PricesSchedules, ReadsInPlace, capabilities
 from .local import LocalTransport, LocalWorld, TraceEvent, current_local, run_local
 
 __all__ = [
@@ -50,6 +50,8 @@ __all__ = [
     "TRANSPORTS",
     "register_transport",
     "Capabilities",
+    "HostsHeap",
+    "PricesLoads",
     "PricesSchedules",
     "ReadsInPlace",
     "capabilities",

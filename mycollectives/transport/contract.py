@@ -10,6 +10,11 @@ two methods: the executor then reduces straight from there, with no copy.
 One that prices a schedule as a whole before its messages move (the virtual
 cluster) declares ``prices_schedules`` and offers :class:`PricesSchedules`'s
 ``begin``, which the executor calls before a schedule's first round.
+One whose ranks share an address space and keep a heap of symmetric memory
+themselves (the virtual cluster's threads) declares ``heap_loads`` and
+``hosts_heap`` and offers :class:`HostsHeap`'s ``join_heap``, the
+rendezvous; its handles may declare ``prices_loads`` and offer
+:class:`PricesLoads`, which the load/store path tells what each round reads.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ class Capabilities:
     heap_loads: bool = False  # its group can rendezvous symmetric memory (the load/store path)
     read_in_place: bool = False  # offers held() and release() (ReadsInPlace)
     prices_schedules: bool = False  # offers begin() (PricesSchedules)
+    hosts_heap: bool = False  # offers join_heap() (HostsHeap): its own rendezvous of symmetric memory
 
 
 class ReadsInPlace(Protocol):
@@ -46,6 +52,29 @@ class PricesSchedules(Protocol):
 
     def begin(self, schedule, label: str = "") -> None:
         """``schedule`` starts on this rank, as the call named ``label``."""
+        ...
+
+
+class HostsHeap(Protocol):
+    """A transport that rendezvouses symmetric memory itself (its ranks share one address space)."""
+
+    def join_heap(self, block, control: bool = False):
+        """The handle of ``block`` (a :class:`~mycollectives.symmetric.heap.Block`, None where this
+        rank's tensor is outside the heap) mapped on every rank of the group; collective. ``control``:
+        the group's control block (the argument check's). Raises ``ValueError`` on every rank alike."""
+        ...
+
+
+class PricesLoads(Protocol):
+    """A handle of symmetric memory whose loads take (virtual) time; it sets ``prices_loads = True``."""
+
+    def begin(self, schedule, label: str = "") -> None:
+        """``schedule`` starts on this rank as loads and stores."""
+        ...
+
+    def loads(self, r: int, reads) -> None:
+        """This rank has read ``nbytes`` from each peer of ``reads`` (``(src, nbytes)`` pairs) in round
+        ``r``: return when those bytes would have arrived."""
         ...
 
 

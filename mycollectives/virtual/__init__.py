@@ -18,9 +18,10 @@ Every rank is a thread running ``fn(rank, *args)`` with real tensors; a
 scheduler runs one at a time in virtual time (SimGrid's maestro, SMPI's way
 of running MPI programs; :mod:`.maestro`). Messages are flows on the
 topology's links, priced by the round simulator's own link model
-(:mod:`.network`); torch ops are charged by the GPU's roofline
-(:mod:`.compute`); ``async_op=True`` collectives run on a communication
-stream beside the rank (:mod:`.streams`). Inside a run, collectives with
+(:mod:`.network`), and so are the loads of symmetric memory (:mod:`.heap`);
+torch ops are charged by the GPU's roofline (:mod:`.compute`);
+``async_op=True`` collectives run on a communication stream beside the rank
+(:mod:`.streams`). Inside a run, collectives with
 ``group=None`` use the run's world; ``transport.subgroup(ranks)`` gives a
 smaller group. Introduced in the book's chapter "The virtual cluster".
 

@@ -63,13 +63,14 @@ FP32_PEAK = {
 _TENSOR_CORE_DTYPES = (torch.bfloat16, torch.float16)
 
 # Ops that cost nothing: making a tensor's first values (the data's set-up, done once, not a step's work;
+# ``from_file`` maps symmetric memory's blocks;
 # filling an existing tensor, ``fill_`` or ``zero_``, is a kernel and is charged), and ops that move no data.
 _FREE_OPS = frozenset(
     "aten::" + name
     for name in (
         "empty empty_like empty_strided ones ones_like zeros zeros_like full full_like rand rand_like randn "
         "randn_like randint randint_like randperm arange linspace eye scalar_tensor lift_fresh detach alias "
-        "_local_scalar_dense set_ resize_"
+        "_local_scalar_dense set_ resize_ from_file"
     ).split()
 )
 

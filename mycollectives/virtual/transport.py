@@ -16,6 +16,7 @@ latency (the step latency of the slowest link class the round crosses);
 each message of round ``r`` then waits that latency before its bytes
 flow. The package's argument check (the handshake before a call) is
 bookkeeping that NCCL does not do: its messages cost no virtual time.
+Symmetric memory's rendezvous and its priced loads live in ``heap.py``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ..schedule import Round
 from ..sim.engine import _messages
 from ..transport.base import COLLECTIVE_TAG, Label, Message
 from ..transport.contract import Capabilities
+from . import heap as _heap
 from . import maestro as _m
 from .compute import paused
 
@@ -48,6 +50,8 @@ class Cluster:
         self.spans: list[list] = []  # [rank, lane, start, end]: what each rank's compute and streams did
         self._last: dict[tuple, list] = {}
         self._ids = 0
+        self.meetings: dict[tuple, dict] = {}  # rendezvous of symmetric memory in progress (heap.py)
+        self.heaps = 0  # rendezvous done: each one's identity
 
     def new_id(self) -> int:
         """An actor id after the ranks' (streams are numbered in the order they start)."""
@@ -110,9 +114,7 @@ class _Call:
     def _close(self, r: int, at: float) -> None:
         if r >= 0:
             self.maestro.fire(self.ends[r], at)
-        while (
-            r + 1 < len(self.left) and self.left[r + 1] == 0
-        ):  # rounds without messages end with the one before
+        while r + 1 < len(self.left) and self.left[r + 1] == 0:  # rounds without messages end too
             r += 1
             self.maestro.fire(self.ends[r], at)
 
@@ -157,16 +159,14 @@ class VirtualTransport:
     """Rank ``rank`` of a namespace whose ranks are the GPUs ``gpus`` of the cluster (see the module)."""
 
     local = True  # ranks are threads of one process
-    # messages, priced per schedule; no heap of symmetric memory (its loads are not priced)
-    capabilities = Capabilities(messages=True, heap_loads=False, prices_schedules=True)
+    # messages, priced per schedule; symmetric memory of its own, its loads priced (heap.py)
+    capabilities = Capabilities(messages=True, heap_loads=True, prices_schedules=True, hosts_heap=True)
 
     def __init__(self, cluster: Cluster, gpus: tuple[int, ...], rank: int, namespace=(), local_size=None):
         self.cluster, self.gpus, self.rank, self.namespace = cluster, tuple(gpus), rank, namespace
-        self.world_size = len(self.gpus)
-        self.device = torch.device("cpu")
-        self.local_size = local_size
+        self.world_size, self.device, self.local_size = len(self.gpus), torch.device("cpu"), local_size
         self._made: collections.Counter = collections.Counter()
-        self._calls = 0
+        self._calls = self.heaps = 0
 
     @property
     def timeout(self) -> float:
@@ -203,6 +203,10 @@ class VirtualTransport:
         from .streams import StreamLane
 
         return StreamLane(self)
+
+    def join_heap(self, block, control: bool = False):
+        """The rendezvous of ``block`` on this group (``HostsHeap``; see ``heap.py``)."""
+        return _heap.join(self, block, control)
 
     # --- the executor's hook -------------------------------------------------
 
