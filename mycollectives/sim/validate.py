@@ -1,4 +1,4 @@
-"""The simulator against published measurements (chapter 4, "Validation").
+"""The simulator against published measurements (the book's appendix page of that name).
 
 ``published.json`` beside this module holds published busbw figures of NCCL
 collectives, each with its source (URL, a verbatim quote, what was run, a
