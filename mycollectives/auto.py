@@ -26,6 +26,7 @@ algorithm, which a small collective would otherwise pay on every call.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 from .cost import DEFAULT_MACHINE, Machine, cheapest
 
@@ -59,4 +60,37 @@ def choose(
     machine = machine or (LOADSTORE if heap else DEFAULT_MACHINE)
     return cheapest(
         collective, world_size, nbytes, machine, itemsize=itemsize, local_size=local_size, heap=heap
+    )
+
+
+# Tuners that answer for their own transports before the cost model does: a virtual run's ranks run
+# what NCCL's tuner picks (:mod:`mycollectives.virtual.tuning`). A tuner returns None to pass.
+_tuners: list[Callable] = []
+
+
+def add_tuner(tuner: Callable) -> None:
+    """Let ``tuner(collective, transport, nbytes, itemsize=, op=)`` name the algorithm ``auto`` runs
+    on the transports it knows (None elsewhere): how a virtual run puts NCCL's choice in."""
+    if tuner not in _tuners:
+        _tuners.append(tuner)
+
+
+def resolve(
+    collective: str,
+    transport,
+    nbytes: int,
+    *,
+    itemsize: int = 4,
+    heap: bool = False,
+    local_size: int | None = None,
+    op: str | None = None,
+) -> str:
+    """The algorithm ``auto`` means for this call on ``transport``: a tuner's answer (not for
+    tensors in symmetric memory, which run as loads), else :func:`choose`'s."""
+    for tuner in () if heap else _tuners:
+        name = tuner(collective, transport, nbytes, itemsize=itemsize, op=op)
+        if name is not None:
+            return name
+    return choose(
+        collective, transport.world_size, nbytes, itemsize=itemsize, heap=heap, local_size=local_size
     )

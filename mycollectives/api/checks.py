@@ -10,6 +10,8 @@ import numbers
 
 import torch
 
+from .. import datafree
+
 
 class Checker:
     """Checks the arguments of one call on one rank."""
@@ -25,7 +27,7 @@ class Checker:
             raise self.fail(arg, f"must be a torch.Tensor, got {type(t).__name__}", TypeError)
         if t.is_sparse or t.layout != torch.strided:
             raise self.fail(arg, f"must be a dense (strided) tensor, got layout {t.layout}")
-        if t.device.type == "meta":
+        if t.device.type == "meta" and not datafree.active():
             raise self.fail(arg, "is a meta tensor, which has no data to send; give a tensor with storage")
         if not t.is_contiguous():
             raise self.fail(arg, "must be contiguous; call .contiguous() on it first")

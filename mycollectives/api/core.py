@@ -218,8 +218,15 @@ def _schedule(fn, t, collective: str, algorithm: str, meta: Meta, opts: Options,
     env = None if t.local else os.environ.get("LOCAL_WORLD_SIZE")
     call["local_size"] = opts.local_size or getattr(t, "local_size", None) or (int(env) if env else None)
     if algorithm == "auto":
-        name = auto.choose(
-            collective, p, nbytes, itemsize=itemsize, heap=meta.symmetric, local_size=call["local_size"]
+        op = meta.op.value if meta.op is not None else None
+        name = auto.resolve(
+            collective,
+            t,
+            nbytes,
+            itemsize=itemsize,
+            heap=meta.symmetric,
+            local_size=call["local_size"],
+            op=op,
         )
     else:
         name = algorithm

@@ -204,4 +204,15 @@ NVLS_CHUNK = 128 << 10
 # buffer, reduce and multicast through the switch, gather out (src/device/all_reduce.h).
 NVLS_STAGES = 3
 
+# Channels and threads of one call (``topoGetAlgoInfo``, src/enqueue.cc, ``nccl_enqueue``; the
+# thresholds are set in tuning.cc after the model, the limits in src/include/device.h): a Ring or
+# Tree call drops channels while ``bytes < channels x threads x threshold``, then halves its threads;
+# NVLS and NVLSTree run ``nvlsChannels``; the ring's LL threshold is multiplied by the ranks.
+THREAD_THRESHOLD = {"LL": 8, "LL128": 8, "Simple": 64}  # NCCL_{LL,LL128,SIMPLE}_THREAD_THRESHOLD
+COLLNET_THREAD_THRESHOLD = 512  # threadThresholds[COLLNET_*][SIMPLE]
+MAX_NTHREADS = 640  # NCCL_MAX_NTHREADS: NVLS and CollNet blocks
+MAX_THREADS = {"LL": 512, "LL128": 640, "Simple": 512}  # NCCL_{LL,LL128,SIMPLE}_MAX_NTHREADS
+RING_SIMPLE_SLOW_THREADS = 256  # Ring/Simple when bwIntra x channels <= PCI_BW (tuning.cc)
+WARP = 32
+
 __all__ = [n for n in dir() if n.isupper()]

@@ -8,18 +8,21 @@ import math
 import numbers
 import os
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
 
+from .. import datafree
 from ..memory.roofline import Roofline
 from ..sim.engine import LinkModel
 from ..topology import PRESETS, Topology, cluster
 from ..topology.nodes import NODES
 from ..transport import local as _local
 from . import maestro as _m
+from . import tuning as _tuning
 from .compute import Charge, roofline_of
 from .network import Network
 from .transport import Cluster, VirtualTransport
@@ -39,6 +42,7 @@ class Run:
     spans: list = field(repr=False, default_factory=list)  # [rank, "compute"|"comm"|"stream", start, end]
     flops: list[float] = field(repr=False, default_factory=list)  # counted per rank
     stats: dict = field(default_factory=dict)  # flows, bytes, switches, wall seconds
+    calls: list[_tuning.Called] = field(repr=False, default_factory=list)  # NCCL's choice, call by call
 
 
 def topology_of(cluster_: str | Topology, nodes: int = 1, degrade: dict | None = None, **kw) -> Topology:
@@ -140,6 +144,7 @@ def run(
     setup: Sequence[Callable] = (),
     dist: bool = False,
     timeout: float | None = None,
+    data: bool = True,
     **cluster_kw,
 ) -> Run:
     """Run ``fn(rank, *args)`` on every GPU of ``cluster`` in virtual time; see ``mycollectives.virtual``."""
@@ -154,10 +159,14 @@ def run(
         raise ValueError(
             f"virtual.run: timeout must be a positive number of wall-clock seconds, got {timeout!r}"
         )
+    if not isinstance(data, bool):
+        raise TypeError(f"virtual.run: argument 'data' must be True or False, got {data!r}")
     wall = float(timeout or os.environ.get(WALL_ENV, 900.0))
     roof, fp32 = roofline_of(topo), roofline_of(topo, torch.float32)
     net = Network(LinkModel(topo, protocol))
     maestro = _m.Maestro(net, wall)
+    if not data:
+        _DATA_FREE.add(maestro)
     world = Cluster(maestro, net, wall, p)
     results: list = [None] * p
     charges: list = [None] * p
@@ -181,7 +190,20 @@ def run(
     }
     flops = [c.flops if c is not None else 0.0 for c in charges]
     elapsed = max(a.clock for a in maestro.actors)
-    return Run(results, elapsed, [a.clock for a in actors], topo, roof, world.spans, flops, stats)
+    out = Run(results, elapsed, [a.clock for a in actors], topo, roof, world.spans, flops, stats)
+    out.calls = world.nccl_calls
+    return out
+
+
+_DATA_FREE: weakref.WeakSet = weakref.WeakSet()  # the maestros of data-free runs
+
+
+def _data_free() -> bool:
+    actor = _m.current_or_none()
+    return actor is not None and actor.maestro in _DATA_FREE
+
+
+datafree.add_probe(_data_free)
 
 
 @contextlib.contextmanager

@@ -32,6 +32,7 @@ from ..transport.base import COLLECTIVE_TAG, Label, Message
 from ..transport.contract import Capabilities
 from . import heap as _heap
 from . import maestro as _m
+from . import tuning as _tuning
 from .compute import paused
 
 _FREE = "(argument check)"
@@ -52,6 +53,8 @@ class Cluster:
         self._ids = 0
         self.meetings: dict[tuple, dict] = {}  # rendezvous of symmetric memory in progress (heap.py)
         self.heaps = 0  # rendezvous done: each one's identity
+        self.nccl_calls: list = []  # what NCCL would have run, call by call (tuning.py)
+        self.priced: dict = {}  # NCCL's choices priced so far (tuning.py)
 
     def new_id(self) -> int:
         """An actor id after the ranks' (streams are numbered in the order they start)."""
@@ -69,17 +72,18 @@ class Cluster:
             last = self._last[(rank, lane)] = [rank, lane, start, end]
             self.spans.append(last)
 
-    def rounds(self, schedule, gpus: tuple) -> tuple[list[float], list[int]]:
+    def rounds(self, schedule, gpus: tuple, model=None) -> tuple[list[float], list[int]]:
         """Each round's latency of ``schedule`` run by ``gpus`` (as :func:`~mycollectives.sim.simulate`
-        prices it) and its number of messages."""
-        key = (id(schedule), gpus)
+        prices it, under ``model``, else the run's link model) and its number of messages."""
+        model = model or self.net.model
+        key = (id(schedule), gpus, model.proto.name)
         hit = self.latencies.get(key)
         if hit is None or hit[0] is not schedule:
             where = np.asarray(gpus)
             lat, count = [], []
             for rnd in schedule.rounds:
                 src, dst, _ = _messages(rnd, len(gpus), 1) if isinstance(rnd, Round) else rnd
-                lat.append(self.net.model.round_latency(where[src], where[dst]) if len(src) else 0.0)
+                lat.append(model.round_latency(where[src], where[dst]) if len(src) else 0.0)
                 count.append(len(src))
             if len(self.latencies) >= 512:  # all-to-all with splits makes a schedule per call
                 self.latencies.clear()
@@ -214,16 +218,22 @@ class VirtualTransport:
         """A schedule starts on this rank: charge the base latency, look up the rounds' latencies."""
         actor = _m.current()
         state = actor.state
-        state["free"] = free = _FREE in label
-        if not free:
-            state["rounds"], counts = self.cluster.rounds(schedule, self.gpus)
+        nccl = None if _FREE in label else state.pop("nccl", None)  # NCCL's choice (tuning.py)
+        as_nccl = nccl is not None and nccl.priced != "flows"
+        state["free"] = free = _FREE in label or as_nccl
+        model = _tuning.link_model(self.cluster.net.model, nccl)
+        state["wire"] = _tuning.wire(self.cluster.net.model, nccl)
+        if as_nccl:  # no schedule of NCCL's algorithm: its messages are free, the call takes NCCL's time
+            actor.clock += nccl.seconds
+        elif not free:
+            state["rounds"], counts = self.cluster.rounds(schedule, self.gpus, model)
             self._calls += 1
             state["call"] = self.cluster.call((self.namespace, self._calls), counts, self.world_size)
-            actor.clock += self.cluster.net.model.base_latency
+            actor.clock += model.base_latency
 
     # --- messages -------------------------------------------------------------
 
-    def isend(self, tensor, dst, tag=0, label=None, pieces=(), latency=None, round_of=None):
+    def isend(self, tensor, dst, tag=0, label=None, pieces=(), latency=None, round_of=None, wire=1.0):
         actor = _m.current()
         maestro = self.cluster.maestro
         maestro.sync(actor)
@@ -239,7 +249,7 @@ class VirtualTransport:
             self._match(waiting.popleft(), letter)
         else:
             self.cluster.sends[key].append(letter)
-        nbytes = tensor.numel() * tensor.element_size()
+        nbytes = int(tensor.numel() * tensor.element_size() * wire)  # on the wire (the protocol's flags)
         src_gpu, dst_gpu = self.gpus[self.rank], self.gpus[dst]
         if latency is None:
             latency = self.cluster.net.p2p_latency(src_gpu, dst_gpu)
@@ -283,7 +293,7 @@ class VirtualTransport:
     def exchange(self, sends: list[Message], recvs: list[Message], label: Label):
         actor = _m.current()
         state = actor.state
-        r, lat, call = label.round, None, None
+        r, lat, call, wire = label.round, None, None, state.get("wire", 1.0)
         if state.get("free"):
             lat = -1.0
         elif state.get("rounds") is not None and 0 <= r < len(state["rounds"]):
@@ -292,7 +302,7 @@ class VirtualTransport:
                 self.cluster.maestro.wait(actor, call.ends[r - 1])
         recv_works = [self.irecv(m.tensor, m.peer, COLLECTIVE_TAG, label) for m in recvs]
         send_works = [
-            self.isend(m.tensor, m.peer, COLLECTIVE_TAG, label, m.pieces, lat, call and (call, r))
+            self.isend(m.tensor, m.peer, COLLECTIVE_TAG, label, m.pieces, lat, call and (call, r), wire)
             for m in sends
         ]
         return send_works, recv_works
