@@ -26,6 +26,7 @@ from ..transport.launcher import run_gloo
 from . import report
 from .cases import NATIVE
 from .factors import DTYPES, parse_size, sizes
+from .virtual import add_flags, cli_main
 
 DATA_COLLECTIVES = tuple(c.name for c in RECORDS if c.bound(2) > 0)  # nccl-tests': those that move data
 
@@ -89,6 +90,7 @@ def parser() -> Parser:
         "fit them to it and print predicted against measured (mycollectives.bench.predicted)",
     )
     a("--progress", type=switch, default=1, help="progress bar on stderr (default 1)")
+    add_flags(p)
     return p
 
 
@@ -267,6 +269,8 @@ def check(args) -> bool:
 def main(argv: list[str] | None = None) -> None:
     cli = parser()
     args = cli.parse_args(argv)
+    if args.virtual:
+        return cli_main(cli, args)
     try:
         torchrun = check(args)
     except Refusal as r:
