@@ -6,7 +6,8 @@
 * :mod:`~mycollectives.nccl.model`: latency and bandwidth of every algorithm
   and protocol, and the choice NCCL makes from them;
 * :mod:`~mycollectives.nccl.search`: the channels NCCL's search would find on
-  a machine described by a few numbers.
+  a machine described by a few numbers;
+* :mod:`~mycollectives.nccl.enqueue`: the channels and threads one call runs.
 
 This is the one place the package keeps NCCL's numbers: chapter 2's link
 latencies, the protocols of :mod:`mycollectives.topology.protocols` and the

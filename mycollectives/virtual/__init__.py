@@ -21,7 +21,9 @@ topology's links, priced by the round simulator's own link model
 (:mod:`.network`), and so are the loads of symmetric memory (:mod:`.heap`);
 torch ops are charged by the GPU's roofline (:mod:`.compute`);
 ``async_op=True`` collectives run on a communication stream beside the rank
-(:mod:`.streams`). Inside a run, collectives with
+(:mod:`.streams`). A collective called without ``algorithm=`` runs what
+NCCL 2.30.7 would (algorithm, protocol, channels: :mod:`.tuning`), and
+``Run.calls`` records each choice. Inside a run, collectives with
 ``group=None`` use the run's world; ``transport.subgroup(ranks)`` gives a
 smaller group. Introduced in the book's chapter "The virtual cluster".
 
@@ -38,10 +40,14 @@ smaller group. Introduced in the book's chapter "The virtual cluster".
   (indices or names such as ``(3, "n0.nvswitch")`` or ``("n1.nic0", "leaf0")``),
   both directions; two GPUs without a cable between them (``(0, 1)``) slow every
   link of the path between them. ``Topology.slowed(gpu, factor)`` slows one GPU's NVLink.
-* ``protocol``: NCCL's protocol whose constants price the links (``simple``, ``ll128``, ``ll``).
+* ``protocol``: NCCL's protocol whose constants price the links (``simple``, ``ll128``, ``ll``) for
+  calls that name their algorithm; a call left to NCCL's choice is priced at the protocol NCCL picks.
 * ``world_size``: use the first GPUs only; ``timeout``: wall-clock seconds before giving up
   (default ``MYCOLLECTIVES_VIRTUAL_TIMEOUT``, else 900): a rank that never hands control back
   (an endless loop, a wait outside the package) is then named.
+* ``data=False``: data-free (:mod:`mycollectives.datafree`): ranks pass meta tensors
+  (``torch.empty(n, device="meta")``), which need no memory; no bytes move, and the same
+  messages are priced, so the virtual times are those of a run with data.
 * ``setup=[hook, ...]``: each ``hook(rank, world_size)`` runs in the rank's thread before
   ``fn`` and may return a context manager, held around ``fn``; ``dist=True`` adds
   ``mycollectives.torchpg``'s hook (torch.distributed inside the run).
