@@ -18,6 +18,12 @@ well the model does:
 * ``deepep``: DeepEP's dispatch/combine bandwidths, which are not busbw,
   compared with the links they run on in a separate table.
 
+Across those sets, every point is also in the *fit* half or the *held-out*
+half, by the rule written at the top of ``published.json`` (a hash of the
+row's id, :func:`split_of`), fixed before any error was looked at. A model
+constant that is fitted is fitted on asserted fit points only; the held-out
+errors are reported beside the fit errors and never steer the model.
+
 The simulator is never tuned point by point: every point runs the same
 simulator (:func:`~mycollectives.sim.simulate_nccl`). This module computes;
 the page's table is written by ``mycollectives.viz.validation``
@@ -26,6 +32,7 @@ the page's table is written by ``mycollectives.viz.validation``
 
 from __future__ import annotations
 
+import hashlib
 import json
 import statistics
 from dataclasses import dataclass
@@ -56,6 +63,7 @@ class Point:
     why_outside: str | None
     model: dict | None
     raw: dict  # every field of the record
+    split: str  # "fit" or "held_out", by the rule of published.json (split_of)
 
     @property
     def setup(self) -> str:
@@ -64,12 +72,30 @@ class Point:
 
 
 @cache
+def dataset() -> dict:
+    """``published.json``: its split rule (``"split"``) and its rows (``"rows"``)."""
+    return json.loads(DATA.read_text())
+
+
+def split_of(row_id: str, rule: dict | None = None) -> str:
+    """``"held_out"`` or ``"fit"``: the rule written in ``published.json``, a hash of the row's id.
+
+    >>> split_of("nt212-h100-1n-nvls")
+    'fit'
+    """
+    rule = rule or dataset()["split"]
+    h = int(hashlib.new(rule["hash"], row_id.encode("utf-8")).hexdigest(), 16)
+    return "held_out" if h % rule["modulus"] == rule["held_out_residue"] else "fit"
+
+
+@cache
 def points() -> tuple[Point, ...]:
     """Every point of ``published.json``."""
     out = []
-    for r in json.loads(DATA.read_text()):
+    for r in dataset()["rows"]:
         out.append(Point(r["id"], r["collective"], r["gpu"], r["nodes"], r["gpus_per_node"], r["busbw_gbs"],
-                         r["bib"], r["source_url"], r["set"], r["why_outside"], r["model"], r))  # fmt: skip
+                         r["bib"], r["source_url"], r["set"], r["why_outside"], r["model"], r,
+                         split_of(r["id"])))  # fmt: skip
     return tuple(out)
 
 
@@ -92,16 +118,28 @@ def results() -> dict[str, tuple[SimResult, float]]:
     return {p.id: evaluate(p) for p in points() if p.model is not None}
 
 
-def pairs(which: str = "asserted") -> list[tuple[float, float]]:
+def chosen(which: str = "asserted", split: str | None = None) -> list[Point]:
+    """The modelled points of a set (``"asserted"``, ``"outside"``), of one half (``"fit"``,
+    ``"held_out"``) or of both (``None``)."""
+    if split not in (None, "fit", "held_out"):
+        raise ValueError(f"split: expected None, 'fit' or 'held_out', got {split!r}")
+    return [p for p in points() if p.set == which and p.model is not None and split in (None, p.split)]
+
+
+def pairs(which: str = "asserted", split: str | None = None) -> list[tuple[float, float]]:
     """``(published, simulated)`` busbw of every modelled point of a set (chapter 4's validation plot)."""
     got = results()
-    return [(p.busbw, got[p.id][0].busbw) for p in points() if p.set == which and p.model is not None]
+    return [(p.busbw, got[p.id][0].busbw) for p in chosen(which, split)]
 
 
-def summary(which: str = "asserted") -> dict[str, float]:
-    """Median and worst absolute relative error over a set, and its size."""
-    errs = [abs(results()[p.id][1]) for p in points() if p.set == which and p.model is not None]
-    return {"points": len(errs), "median": statistics.median(errs), "worst": max(errs)}
+def summary(which: str = "asserted", split: str | None = None) -> dict[str, float]:
+    """Over a set (and one half of it): its size, the median and worst |error|, the signed median,
+    and how many points the simulator puts above and below their published values."""
+    signed = [results()[p.id][1] for p in chosen(which, split)]
+    errs = [abs(e) for e in signed]
+    return {"points": len(errs), "median": statistics.median(errs), "worst": max(errs),
+            "signed_median": statistics.median(signed), "above": sum(e > 0 for e in signed),
+            "below": sum(e < 0 for e in signed)}  # fmt: skip
 
 
 def deepep_link(p: Point) -> tuple[str, float]:
