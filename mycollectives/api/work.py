@@ -122,12 +122,16 @@ class Lane:
         if self._thread is None or not self._thread.is_alive():
             self._thread = threading.Thread(target=_serve, args=(weakref.ref(self), self._queue), daemon=True)
             self._thread.start()
+            weakref.finalize(self, self._queue.put, None)  # the lane is gone: its worker ends
 
 
 def _serve(lane_ref, jobs: queue.Queue) -> None:
     """The worker: run queued jobs in order, each under ``torch.no_grad()``."""
     while True:
-        job, work = jobs.get()
+        item = jobs.get()
+        if item is None:
+            return
+        job, work = item
         error = None
         try:
             with torch.no_grad():
@@ -142,13 +146,25 @@ def _serve(lane_ref, jobs: queue.Queue) -> None:
         del job, work, lane
 
 
-_lanes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_lanes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # transports without a __dict__
+_LANE = "_mycollectives_lane"
 
 
 def lane_for(transport) -> Lane:
-    """The lane of ``transport`` (one per transport, made on first use)."""
-    lane = _lanes.get(transport)
+    """The lane of ``transport`` (one per transport, made on first use).
+
+    The lane is kept on the transport itself, so the two die together: a lane
+    may hold its transport (a virtual rank's stream does), and a global map
+    from transport to lane would then keep both, and every buffer hanging off
+    them, alive for good (a WeakKeyDictionary's value must not refer to its key).
+    """
+    held = getattr(transport, "__dict__", None)
+    lane = held.get(_LANE) if held is not None else _lanes.get(transport)
     if lane is None:
         custom = getattr(transport, "new_lane", None)  # a virtual cluster's rank: its communication stream
-        lane = _lanes[transport] = custom() if custom else Lane(eager=getattr(transport, "local", False))
+        lane = custom() if custom else Lane(eager=getattr(transport, "local", False))
+        if held is not None:
+            held[_LANE] = lane
+        else:
+            _lanes[transport] = lane
     return lane

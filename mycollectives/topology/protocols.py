@@ -62,6 +62,8 @@ IDEAL = Protocol("ideal", 1.0, 0.0, {NVLINK: 0.0, PCI: 0.0, NET: 0.0})
 def protocol(name: str | Protocol) -> Protocol:
     if isinstance(name, Protocol):
         return name
+    if not isinstance(name, str):
+        raise TypeError(f"protocol must be one of {tuple(PROTOCOLS)} or 'ideal' (a str), got {name!r}")
     if name == "ideal":
         return IDEAL
     try:

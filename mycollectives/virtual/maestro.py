@@ -22,9 +22,11 @@ import threading
 import time
 
 from ..transport.base import TransportDeadlock
+from .threads import raise_in
 
 _here = threading.local()
 POLL = 1e-6  # virtual seconds one unsuccessful poll (is_completed) costs
+STOP_GRACE = 30.0  # wall seconds an abandoned run waits for the rank in control to reach Python code
 
 
 class Aborted(BaseException):
@@ -56,6 +58,7 @@ class Actor:
         self.done = False
         self.idle = False  # a stream with nothing queued: not counted in a deadlock
         self.state: dict = {}  # per-actor state of the transport (round latencies of the current call)
+        self.thread: threading.Thread | None = None
 
 
 def current() -> Actor:
@@ -83,6 +86,8 @@ class Maestro:
         self.failed: list[tuple[Actor, BaseException]] = []
         self.finished = threading.Event()
         self.switches = 0
+        self.running: Actor | None = None  # the actor holding control (None before the start and at the end)
+        self.stopping = False  # the run is abandoned (timeout, Ctrl-C): every actor is aborted
 
     # --- actors ---------------------------------------------------------------
 
@@ -90,10 +95,17 @@ class Maestro:
         """A new actor running ``body(actor)`` in its own thread, ready at ``clock`` (or idle)."""
         actor = Actor(self, aid, name, rank, clock)
         actor.idle = idle
+        actor.thread = threading.Thread(target=self._main, args=(actor, body), name=name, daemon=True)
+        try:
+            actor.thread.start()
+        except RuntimeError as e:  # the system's limit on threads
+            raise RuntimeError(
+                f"virtual run: cannot start the thread of {name} ({e}) with {len(self.actors)} actors "
+                "already running: the system's limit on threads; run fewer ranks"
+            ) from None
         self.actors.append(actor)
         if not idle:
             self.ready(actor)
-        threading.Thread(target=self._main, args=(actor, body), name=name, daemon=True).start()
         return actor
 
     def _main(self, actor: Actor, body) -> None:
@@ -173,6 +185,7 @@ class Maestro:
         """Resume the next actor (the caller then blocks or ends), or finish the run."""
         self.switches += 1
         nxt = self._next()
+        self.running = nxt
         if nxt is None:
             self.finished.set()
         else:
@@ -180,7 +193,7 @@ class Maestro:
 
     def _next(self) -> Actor | None:
         while True:
-            if self.failed:
+            if self.failed or self.stopping:
                 return self._abort_one()
             t_net = self.net.next_time()
             if self._ready and self._ready[0][0] <= t_net:
@@ -227,14 +240,65 @@ class Maestro:
     # --- the whole run --------------------------------------------------------
 
     def start(self) -> None:
-        """Resume the first actor from the run's thread, then wait for the run to finish."""
+        """Resume the first actor from the run's thread, then wait for the run to finish. A run
+        that outlives its wall-clock timeout, or is interrupted (Ctrl-C), is stopped (:meth:`halt`)."""
         deadline = time.monotonic() + self.wall_timeout
-        self._dispatch()
-        while not self.finished.wait(1.0):
-            if time.monotonic() > deadline:
-                stuck = [a.name for a in self.actors if not a.done and a.waiting is None]
-                raise TimeoutError(
-                    f"virtual run still going after {self.wall_timeout:g} s of wall time "
-                    f"(virtual time {self.now:.6g} s; running: {', '.join(stuck) or '?'}; an endless loop, "
-                    "or a wait outside mycollectives?)"
-                )
+        try:
+            self._dispatch()
+            while not self.finished.wait(0.25):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"virtual run still going after {self.wall_timeout:g} s of wall time (virtual time "
+                        f"{self.now:.6g} s; in control: {self._holder()}; an endless loop, or a wait outside "
+                        "mycollectives?)"
+                    )
+        except TimeoutError as e:
+            self.halt(e)
+            raise
+        except BaseException as e:  # Ctrl-C
+            e.add_note(
+                f"(virtual run stopped at virtual time {self.now:.6g} s; in control: {self._holder()})"
+            )
+            self.halt(e)
+            raise
+        self._join(time.monotonic() + STOP_GRACE)
+
+    def _holder(self) -> str:
+        holder = self.running
+        return holder.name if holder is not None else "none (the run had not started)"
+
+    def halt(self, why: BaseException, grace: float | None = None) -> None:
+        """Stop every actor of an abandoned run and wait for their threads to end.
+
+        The actor in control gets :class:`Aborted` raised in its thread at its next Python
+        instruction (one in C code, a ``time.sleep``, when that returns); the others are stopped
+        one at a time, as a failure stops them. An actor still in control after ``grace`` seconds
+        (default :data:`STOP_GRACE`; blocked for good outside Python) is left behind, named in a
+        note on ``why``, and the others are stopped without it."""
+        self.stopping = True
+        deadline = time.monotonic() + (STOP_GRACE if grace is None else grace)
+        if self.running is None and not self.finished.is_set():  # nothing started yet
+            self._dispatch()
+        hit = None
+        while not self.finished.wait(0.05):
+            holder = self.running
+            if holder is not None and holder is not hit:
+                hit = holder
+                raise_in(holder.thread, Aborted)
+            elif holder is not None and holder.done and not holder.thread.is_alive():
+                self._dispatch()  # it ended while handing control over: hand it over from here
+            elif time.monotonic() > deadline:
+                break
+        stuck = self.running if not self.finished.is_set() else None
+        if stuck is not None:  # blocked for good: stop the others without it
+            stuck.done = True
+            self._dispatch()
+        self._join(time.monotonic() + 5.0, stuck)
+        if stuck is not None:
+            why.add_note(f"({stuck.name} did not stop, blocked outside Python; its thread is left running)")
+
+    def _join(self, deadline: float, skip: Actor | None = None) -> None:
+        """Wait until ``deadline`` for every actor's thread (but ``skip``'s) to end."""
+        for a in self.actors:
+            if a is not skip:
+                a.thread.join(max(0.0, deadline - time.monotonic()))

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import math
 import numbers
-import os
 import time
 import weakref
 from collections.abc import Callable, Sequence
@@ -16,6 +14,7 @@ import numpy as np
 import torch
 
 from .. import datafree
+from ..cliargs import finite, from_env
 from ..memory.roofline import Roofline
 from ..sim.engine import LinkModel
 from ..topology import PRESETS, Topology, cluster
@@ -25,6 +24,7 @@ from . import maestro as _m
 from . import tuning as _tuning
 from .compute import Charge, roofline_of
 from .network import Network
+from .threads import check_threads
 from .transport import Cluster, VirtualTransport
 
 WALL_ENV = "MYCOLLECTIVES_VIRTUAL_TIMEOUT"  # wall-clock seconds a run may take (default 900)
@@ -48,8 +48,7 @@ class Run:
 def topology_of(cluster_: str | Topology, nodes: int = 1, degrade: dict | None = None, **kw) -> Topology:
     """The cluster of a run: a :class:`Topology`, or a node kind / preset name with ``nodes`` and
     :func:`~mycollectives.topology.cluster`'s keywords; then ``degrade`` slows links (see :func:`run`)."""
-    if not isinstance(nodes, numbers.Integral) or isinstance(nodes, bool) or nodes < 1:
-        raise ValueError(f"virtual.run: argument 'nodes' must be a positive int, got {nodes!r}")
+    finite(nodes, "nodes", least=1, integer=True, where="virtual.run")
     if isinstance(cluster_, Topology):
         if nodes != 1 or kw:
             raise ValueError(
@@ -78,10 +77,7 @@ def degraded(topo: Topology, degrade: dict) -> Topology:
     for two GPUs with no cable between them, every link of the path between them, both ways."""
     bw = topo.link_bw.copy()
     for key, factor in degrade.items():
-        if not isinstance(factor, numbers.Real) or not factor >= 1 or not math.isfinite(factor):
-            raise ValueError(
-                f"virtual.run: degrade factor for {key!r} must be a finite number >= 1, got {factor!r}"
-            )
+        finite(factor, f"degrade[{key!r}]", least=1, where="virtual.run")
         if isinstance(key, numbers.Integral) and 0 <= key < topo.num_links:
             hit = np.array([int(key)])
         elif isinstance(key, tuple) and len(key) == 2:
@@ -105,13 +101,16 @@ def _check_slow(slow, p: int) -> dict[int, float]:
     for r, f in slow.items():
         if not isinstance(r, numbers.Integral) or not 0 <= r < p:
             raise ValueError(f"virtual.run: slow= names rank {r!r}; ranks are 0..{p - 1}")
-        if not isinstance(f, numbers.Real) or not f > 0 or not math.isfinite(f):
-            raise ValueError(f"virtual.run: slow factor of rank {r} must be a finite number > 0, got {f!r}")
+        finite(f, f"slow[{r}]", above=0, where="virtual.run")
     return {int(r): float(f) for r, f in slow.items()}
 
 
 def _hooks(setup, dist: bool) -> list:
-    hooks = list(setup or ())
+    if callable(setup) or not isinstance(setup, (list, tuple)):
+        raise TypeError(
+            f"virtual.run: argument 'setup' must be a list of callables(rank, world_size), got {setup!r}"
+        )
+    hooks = list(setup)
     if dist:
         try:
             torchpg = importlib.import_module("mycollectives.torchpg")
@@ -152,16 +151,17 @@ def run(
         raise TypeError(f"virtual.run: argument 'fn' must be callable, got {fn!r}")
     topo = topology_of(cluster, nodes, degrade, **cluster_kw)
     p = topo.num_gpus if world_size is None else world_size
-    if not isinstance(p, numbers.Integral) or isinstance(p, bool) or not 1 <= p <= topo.num_gpus:
-        raise ValueError(f"virtual.run: world_size must be an int in 1..{topo.num_gpus}, got {world_size!r}")
+    finite(p, "world_size", least=1, most=topo.num_gpus, integer=True, where="virtual.run")
+    if isinstance(args, (str, bytes)) or not isinstance(args, (list, tuple)):
+        raise TypeError(f"virtual.run: argument 'args' must be a tuple of fn's extra arguments, got {args!r}")
     slow, hooks = _check_slow(slow, p), _hooks(setup, dist)
-    if timeout is not None and (not isinstance(timeout, numbers.Real) or not timeout > 0):
-        raise ValueError(
-            f"virtual.run: timeout must be a positive number of wall-clock seconds, got {timeout!r}"
-        )
     if not isinstance(data, bool):
         raise TypeError(f"virtual.run: argument 'data' must be True or False, got {data!r}")
-    wall = float(timeout or os.environ.get(WALL_ENV, 900.0))
+    if timeout is not None:
+        wall = float(finite(timeout, "timeout", above=0, where="virtual.run"))
+    else:
+        wall = from_env(WALL_ENV, 900.0, above=0)
+    check_threads(p)
     roof, fp32 = roofline_of(topo), roofline_of(topo, torch.float32)
     net = Network(LinkModel(topo, protocol))
     maestro = _m.Maestro(net, wall)
@@ -178,8 +178,12 @@ def run(
             with charges[r]:
                 results[r] = fn(r, *args)
 
-    actors = [maestro.spawn(r, f"rank {r}", r, body) for r in range(p)]
     t0 = time.perf_counter()
+    try:
+        actors = [maestro.spawn(r, f"rank {r}", r, body) for r in range(p)]
+    except BaseException as e:  # a thread that would not start, Ctrl-C: stop those that did
+        maestro.halt(e)
+        raise
     maestro.start()
     _raise_first(maestro, topo)
     stats = {
