@@ -11,6 +11,7 @@ that starts a process without being marked ``multiprocess``, ``book`` or
 
 from __future__ import annotations
 
+import json
 import multiprocessing.process
 import subprocess
 
@@ -51,6 +52,33 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("gpu"):
             item.add_marker(skip)
+
+
+_NBVAL: dict[str, tuple[int, int]] = {}  # page -> (code cells executed, outputs compared), test_outputs.py
+
+
+def pytest_runtest_logreport(report):
+    """Collect what test_outputs.py checked (it records it per page; xdist passes it on)."""
+    if report.when == "call" and report.passed:
+        for name, value in report.user_properties:
+            if name == "nbval":
+                page, cells, compared = json.loads(value)
+                _NBVAL[page] = (cells, compared)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """After a run over the built book: how many pages, cells and outputs nbval checked."""
+    if not _NBVAL:
+        return
+    import outputs
+
+    write = terminalreporter.write_line
+    cells = sum(c for c, _ in _NBVAL.values())
+    compared = sum(k for _, k in _NBVAL.values())
+    write(
+        f"nbval, on the notebooks the book build executed: {len(_NBVAL)} of {len(outputs.pages())} pages passed, "
+        f"{cells} code cells executed without error, {compared} checked outputs equal to tests/expected_outputs/"
+    )
 
 
 def local_size_for(p: int) -> int:
