@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import mycollectives as mc
+from mycollectives.algorithms import Spec, build, entry, schedule_for
 from mycollectives.book.exercises.choosing import (
     CALIBRATION_SIZES,
     calibration_times,
@@ -49,6 +50,29 @@ def test_builder_too_many_rounds():
 
     with pytest.raises(AssertionError, match="rounds; this algorithm takes 1"):
         check_builder(one_pair_per_round, "all_gather")
+
+
+@pytest.mark.parametrize(
+    "builder",
+    [
+        lambda spec: list(build(spec, "direct").rounds),  # the library's schedule, via build
+        lambda spec: list(schedule_for("all_gather", "direct", spec.world_size, spec.count).rounds),
+        lambda spec: entry("all_gather", "direct").build(spec),  # the library's builder itself
+    ],
+    ids=["build", "schedule_for", "registered builder"],
+)
+def test_builder_calling_the_librarys_answer_is_refused(builder):
+    with pytest.raises(AssertionError, match="called the package's own algorithms"):
+        check_builder(builder, "all_gather")
+    assert "yours" not in mc.algorithms("all_gather")
+
+
+def test_builder_refusal_survives_a_cached_schedule():
+    """A schedule the library built before (and cached) must not hide the call."""
+    spec = Spec("all_gather", 5, count=3, root=0)
+    build(spec, "direct")
+    with pytest.raises(AssertionError, match="called the package's own algorithms"):
+        check_builder(lambda s: list(build(s, "direct").rounds), "all_gather")
 
 
 def _fit():

@@ -77,6 +77,7 @@ class BucketedDDP:
     def __call__(self, *args, **kwargs):
         self.missing = [len(b) for b in self.buckets]
         self.launched, self.pending = 0, []
+        self.events = []  # this step's; a late note of the last step's final bucket goes to that step's list
         return self.module(*args, **kwargs)
 
     def _grad_ready(self, p: nn.Parameter) -> None:
@@ -91,12 +92,12 @@ class BucketedDDP:
     def _all_reduce(self, k: int, async_op: bool = True):
         """Average bucket ``k`` over the ranks; with ``async_op`` return at once with a work whose
         completion notes the all-reduce's end (on the thread or stream that ran it)."""
-        posted = clock(self.env)
+        posted, events = clock(self.env), self.events
         work = mc.all_reduce(self.buffers[k], op=mc.ReduceOp.AVG, async_op=async_op)
 
         def done(_) -> None:  # buckets run in order: this one started when posted and the last was done
-            start = max(posted, self.events[-1][2]) if self.events else posted
-            self.events.append((f"bucket {k}", start, clock(self.env)))
+            start = max(posted, events[-1][2]) if events else posted
+            events.append((f"bucket {k}", start, clock(self.env)))
 
         work.get_future().add_done_callback(done) if work is not None else done(None)
         return work

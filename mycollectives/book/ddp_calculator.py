@@ -7,9 +7,10 @@ first). Each bucket's all-reduce is the package's, posted asynchronously by
 a communication hook, with the algorithm the calculator's simulator prices:
 the ring on one node, the hierarchical all-reduce across nodes.
 
-:func:`compare` calibrates the calculator as practitioners do: one GPU's
-measured step gives the compute rate (the model's FLOPs per step over that
-time). The calculator (:func:`~mycollectives.parallel.dense.data_parallel_step`)
+:func:`compare` feeds the calculator as practitioners do: one GPU's step
+gives the compute rate (the model's FLOPs per step over that time). On the
+virtual cluster that step is itself virtual, so the rate is the roofline's
+own, not a measurement. The calculator (:func:`~mycollectives.parallel.dense.data_parallel_step`)
 then predicts the step on more GPUs from that rate, DDP's buckets and the
 topology, and the virtual cluster runs it.
 """
@@ -99,13 +100,13 @@ def compare(
     depth: int = 8,
     rows: int = 16,
 ) -> list[dict]:
-    """For each ``(width, bucket_mb)``: the calibration on one GPU, then per node count the virtual
+    """For each ``(width, bucket_mb)``: the step on one (virtual) GPU, then per node count the virtual
     step against the calculator's prediction (``method="sim"``)."""
     out = []
     for width, bucket_mb in cases:
         model = DenseModel.of(build(width, depth), f"MLP width {width}")
         one, _ = measure(build, width, depth, rows, bucket_mb, world_size=1)
-        rate = model.flops_per_sample * rows / one  # calibrated: FLOP/s of one GPU's whole step
+        rate = model.flops_per_sample * rows / one  # FLOP/s of one virtual GPU's whole step
         for n in nodes:
             virtual, buckets = measure(build, width, depth, rows, bucket_mb, nodes=n)
             topo = topology_of("dgx_h100", n)

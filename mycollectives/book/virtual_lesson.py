@@ -12,28 +12,26 @@ from __future__ import annotations
 
 import torch
 
-from ..api import all_reduce
-from ..virtual import maestro as _m
-from ..virtual.runner import run
+import mycollectives as mc
+from mycollectives import virtual
+
 from .exercises.answers import exercise, expect, need, passed
 
 
 def bucketed_step(rank: int, buckets: int, nbytes: int, seconds: float, overlap: bool = True) -> float:
     """One step: ``buckets`` pieces of backward of ``seconds`` each, a ``nbytes`` all-reduce (ring)
     per bucket, async on the stream if ``overlap``; returns this rank's step time (virtual seconds)."""
-    from ..virtual import compute
-
     grads = [torch.full((nbytes // 4,), float(rank)) for _ in range(buckets)]
-    t0 = _m.current().clock
+    t0 = virtual.clock()
     works = []
     for g in grads:
-        compute(seconds=seconds)  # this bucket's share of the backward pass
-        work = all_reduce(g, algorithm="ring", async_op=overlap)
+        virtual.compute(seconds=seconds)  # this bucket's share of the backward pass
+        work = mc.all_reduce(g, algorithm="ring", async_op=overlap)
         works.append(work)
     for w in works:
         if w is not None:
             w.wait()
-    return _m.current().clock - t0
+    return virtual.clock() - t0
 
 
 def plot_timeline(result, ax, ranks=None, t_max: float | None = None) -> None:
@@ -65,7 +63,7 @@ def plot_timeline(result, ax, ranks=None, t_max: float | None = None) -> None:
 def check_step_time(answer, buckets: int = 4, nbytes: int = 16 << 20, seconds: float = 1e-4) -> None:
     """The exercise: the overlapped step's time on one DGX H100, predicted from one bucket's all-reduce time."""
     need(answer, "step_time, in seconds")
-    got = run(bucketed_step, "dgx_h100", 1, (buckets, nbytes, seconds, True), timeout=300)
+    got = virtual.run(bucketed_step, "dgx_h100", 1, (buckets, nbytes, seconds, True), timeout=300)
     want = max(got.results)
     passed(
         expect(

@@ -1,4 +1,7 @@
-"""How long NCCL's pipelined algorithms take to fill and drain (chapter 4, "Validation").
+"""How long NCCL's pipelined algorithms take to fill and drain: the package's own model (chapter 4,
+"Validation"). NCCL's tuner prices a call as latency plus bytes over bandwidth (``tuning.cc``); the
+rule below (``stages - 1`` loops) is this module's, not NCCL's, built on NCCL's chunking and on the
+stages its kernels run, and taught by the published points the simulator missed (chapter 4).
 
 A ring keeps every link busy from its first step to its last: each rank sends its
 own chunk at step 0 and, from then on, forwards what arrived one slice earlier, so

@@ -30,6 +30,7 @@ from ...errors import CollectiveTimeout, DeadlockError
 from ...transport import LocalWorld
 from .answers import exercise, need
 from .expected import Case, Code, compare, inputs
+from .messages import Pattern
 
 
 class ExerciseFailure(AssertionError):
@@ -37,18 +38,22 @@ class ExerciseFailure(AssertionError):
     message says in which case, on which rank, and what is wrong."""
 
 
-def _run_case(fn: Callable, case: Case, timeout: float, allow_collectives: bool, sends_per_rank) -> None:
+def _run_case(
+    fn: Callable, case: Case, timeout: float, allow_collectives: bool, sends_per_rank, messages
+) -> None:
     p = case.p
     world = LocalWorld(p, timeout=timeout, eager_bytes=0)
     if not record(case.collective).carries_data:
         _run_barrier(fn, case, world, timeout)
-        _check_trace(case, world, allow_collectives, sends_per_rank)  # the rules hold for barriers too
+        _check_trace(
+            case, world, allow_collectives, sends_per_rank, messages
+        )  # the rules hold for barriers too
         return
     code = Code(case, p * case.count)
     per_rank = inputs(case, code)
     before = [[a.clone() if isinstance(a, torch.Tensor) else a for a in args] for args, _ in per_rank]
     results = _launch(fn, case, world, [args for args, _ in per_rank], timeout)
-    _check_trace(case, world, allow_collectives, sends_per_rank)
+    _check_trace(case, world, allow_collectives, sends_per_rank, messages)
     del results
     for rank, ((args, want), orig) in enumerate(zip(per_rank, before)):
         if want is None:
@@ -93,7 +98,7 @@ def _deadlock(e: BaseException) -> str:
     return text[text.index("deadlock") :] if "deadlock" in text else f"waits forever: {text}"
 
 
-def _check_trace(case: Case, world: LocalWorld, allow_collectives: bool, sends_per_rank) -> None:
+def _check_trace(case: Case, world: LocalWorld, allow_collectives: bool, sends_per_rank, messages) -> None:
     used = sorted({ev.collective for ev in world.trace if ev.collective not in ("send", "p2p")})
     if used and not allow_collectives:
         raise ExerciseFailure(
@@ -111,6 +116,9 @@ def _check_trace(case: Case, world: LocalWorld, allow_collectives: bool, sends_p
                 f"{case.collective}, {case}: rank {worst} sent {sent[worst]} messages; "
                 f"this algorithm sends at most {limit} per rank at world size {case.p}"
             )
+    wrong = messages(case, list(world.trace)) if messages is not None else None
+    if wrong:
+        raise ExerciseFailure(f"{case.collective}, {case}: {wrong}")
 
 
 def _run_barrier(fn: Callable, case: Case, world: LocalWorld, timeout: float) -> None:
@@ -145,6 +153,7 @@ def check_collective(
     roots: Sequence[int] | None = None,
     timeout: float = 5.0,
     sends_per_rank: Callable[[int], int] | None = None,
+    messages: Pattern | None = None,
     allow_collectives: bool = False,
 ) -> int:
     """Run ``fn`` as ``collective`` on local worlds; raise :class:`ExerciseFailure` if wrong.
@@ -160,7 +169,10 @@ def check_collective(
     ``count`` is the whole tensor for broadcast, reduce and all-reduce, and one
     rank's block elsewhere. Rooted collectives are tried with ``roots`` (by
     default the first and the last rank). ``sends_per_rank(p)`` caps the
-    messages any rank may send. Returns the number of cases that passed.
+    messages any rank may send; ``messages`` (one of :mod:`.messages`) checks
+    that the messages sent, their peers and sizes, are the algorithm's, so
+    that data passed through shared Python state fails. Returns the number
+    of cases that passed.
     """
     if collective not in COLLECTIVES:
         raise ValueError(f"collective must be one of {COLLECTIVES}, got {collective!r}")
@@ -180,6 +192,7 @@ def check_collective(
                         timeout,
                         allow_collectives,
                         sends_per_rank,
+                        messages,
                     )
                     n_cases += 1
     sizes = ", ".join(map(str, world_sizes))

@@ -15,9 +15,12 @@ counted cost); a wrong answer gets a message that names the likely mistake.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from ...algorithms import Spec, build, register, unregister
+from ...algorithms import registry as _registry
 from ...collectives import record
 from ...cost import Machine, crossover_size
 from ...verify import VerificationError, verify
@@ -33,6 +36,7 @@ def check_builder(
     world sizes 1 to 8 and counts 0, 1 and 3 (every root of a rooted collective),
     and that it takes at most ``max_rounds`` rounds."""
     need(fn, "your builder")
+    _refuse_the_librarys(fn, Spec(collective, 5, count=3, root=0))
     register(collective, name)(fn)
     cases = 0
     try:
@@ -54,6 +58,32 @@ def check_builder(
     finally:
         unregister(collective, name)
     passed(f"Correct: verified for {cases} calls (p = 1..8, counts 0, 1, 3)")
+
+
+def _refuse_the_librarys(fn: Callable, spec: Spec) -> None:
+    """Run ``fn(spec)`` once and fail if it called any code of the package's algorithms (a
+    registered builder, ``build``, ``schedule_for``): the exercise asks for a builder of one's own."""
+    library = str(Path(_registry.__file__).parent)
+    called: list[str] = []
+
+    def watch(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.startswith(library):
+            called.append(f"{Path(frame.f_code.co_filename).stem}.{frame.f_code.co_name}")
+
+    build.cache_clear()  # a cached schedule would come back without running the library's code
+    previous = sys.getprofile()
+    sys.setprofile(watch)
+    try:
+        fn(spec)
+    except Exception:  # noqa: BLE001 - the verification below reports what is wrong with it
+        pass
+    finally:
+        sys.setprofile(previous)
+    if called:
+        raise AssertionError(
+            f"your builder called the package's own algorithms ({', '.join(dict.fromkeys(called))}); "
+            "build the Round from the spec yourself with Round.of"
+        )
 
 
 #: The two sizes at which the calibration problem's ring all-reduce (8 ranks) was measured.
