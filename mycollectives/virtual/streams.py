@@ -17,7 +17,7 @@ import collections
 
 import torch
 
-from ..api.work import Work, _settle
+from ..transport.lane import Work, settle
 from . import maestro as _m
 from .compute import paused
 
@@ -44,7 +44,7 @@ class StreamWork(Work):
             if self._future is None:
                 self._future = _Future(self)
                 if self._done.is_set():
-                    _settle(self._future, self._outputs, self._error)
+                    settle(self._future, self._outputs, self._error)
             return self._future
 
 
@@ -122,4 +122,4 @@ class StreamLane:
             self.busy_until = actor.clock
             self.cluster.span(actor.rank, "stream", start, actor.clock)
             maestro.fire(work.activity, actor.clock)  # first: callbacks of its future may wait on it
-            work._finish(error)
+            work.finish(error)
