@@ -169,3 +169,22 @@ def test_the_protocol_nccl_picks_prices_the_flows():
         sim = simulate("all_reduce", c.schedule, n, run.topology, protocol=c.protocol.lower())
         assert max(run.results) == pytest.approx(sim.time_s, rel=1e-6)
     assert {"LL", "Simple"} <= seen
+
+
+def _half_nodes(rank):
+    g = virtual.transport().subgroup([0, 1, 2, 3, 8, 9, 10, 11])
+    x = torch.ones(4 * MiB)
+    if g is not None:
+        mc.all_reduce(x, group=g)
+    return x[0].item()
+
+
+def test_a_subgroup_gets_nccls_choice_for_its_own_shape():
+    run = virtual.run(_half_nodes, "dgx_h100", 2, timeout=T)
+    assert [r for r in run.results if r != 1.0] == [8.0] * 8
+    (call,) = run.calls
+    assert call.gpus == (0, 1, 2, 3, 8, 9, 10, 11)
+    want = nccl_call("all_reduce", 16 * MiB, run.topology, 2, 4)
+    assert call.choice.algorithm == want.algorithm and call.choice.channels == want.channels
+    if want.schedule == "hierarchical":  # its nodes are half the run's: a flat schedule moves the data
+        assert call.choice.schedule == "ring"
