@@ -71,8 +71,15 @@ def in_child(ranks: int, calls: int, size: int, check: bool, data: bool) -> dict
         str(int(check)),
         str(int(data)),
     ]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:  # killed (-9: out of memory, most likely) or failed: say so, go on
+        why = (
+            f"signal {-done.returncode}"
+            if done.returncode < 0
+            else (done.stderr.strip().splitlines() or ["?"])[-1]
+        )
+        return {"failed": why}
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
@@ -91,6 +98,11 @@ def main() -> None:
           f"{'wall (s)':>9} {'CPU (s)':>8} {'peak RSS (GiB)':>14} {'virtual (ms)':>12}  target")  # fmt: skip
     for ranks, calls, check, data in cases:
         row = in_child(ranks, calls, args.size, check, data)
+        if "failed" in row:
+            print(
+                f"{ranks:5d} {calls:5d} {check!s:>5} {data!s:>5}  did not finish: {row['failed']}", flush=True
+            )
+            continue
         target = TARGETS.get((ranks, calls))
         verdict = ""
         if target is not None:

@@ -14,6 +14,7 @@ from mycollectives.bench.report import parse_table
 from mycollectives.nccl import constants as K
 from mycollectives.nccl import enqueue
 from mycollectives.nccl.search import system as search_system
+from mycollectives.sim import simulate
 from mycollectives.sim.nccl import choose, hardware
 from mycollectives.sim.pipeline import nvls_channels
 from mycollectives.sim.tuner import SCHEDULES, nccl_call
@@ -148,3 +149,42 @@ def test_the_bench_refuses_a_bad_cluster_before_running(capsys):
     with pytest.raises(SystemExit) as e:
         cli.main(["--virtual", "dgx_h999", "-b", "8", "-e", "8"])
     assert e.value.code == 2 and "dgx_h999" in capsys.readouterr().err
+
+
+def _free_call(rank, n):
+    x = torch.empty(n // 4, device="meta")
+    t0 = virtual.clock()
+    mc.all_reduce(x, check=False)
+    return virtual.clock() - t0
+
+
+def test_the_protocol_nccl_picks_prices_the_flows():
+    """A ring at NCCL's protocol takes what the round simulator gives that protocol (LL: half the
+    bandwidth, its own latencies), though the run's own protocol is Simple."""
+    seen = set()
+    for n in (64 << 10, MiB, 8 * MiB, 64 * MiB):
+        run = virtual.run(_free_call, "dgx_a100", 1, (n,), data=False, timeout=T)
+        c = run.calls[0].choice
+        seen.add(c.protocol)
+        sim = simulate("all_reduce", c.schedule, n, run.topology, protocol=c.protocol.lower())
+        assert max(run.results) == pytest.approx(sim.time_s, rel=1e-6)
+    assert {"LL", "Simple"} <= seen
+
+
+def _half_nodes(rank):
+    g = virtual.transport().subgroup([0, 1, 2, 3, 8, 9, 10, 11])
+    x = torch.ones(4 * MiB)
+    if g is not None:
+        mc.all_reduce(x, group=g)
+    return x[0].item()
+
+
+def test_a_subgroup_gets_nccls_choice_for_its_own_shape():
+    run = virtual.run(_half_nodes, "dgx_h100", 2, timeout=T)
+    assert [r for r in run.results if r != 1.0] == [8.0] * 8
+    (call,) = run.calls
+    assert call.gpus == (0, 1, 2, 3, 8, 9, 10, 11)
+    want = nccl_call("all_reduce", 16 * MiB, run.topology, 2, 4)
+    assert call.choice.algorithm == want.algorithm and call.choice.channels == want.channels
+    if want.schedule == "hierarchical":  # its nodes are half the run's: a flat schedule moves the data
+        assert call.choice.schedule == "ring"

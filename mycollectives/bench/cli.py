@@ -4,9 +4,10 @@ Launch under ``torchrun`` (one process per GPU with NCCL, or gloo on CPUs),
 or let ``--nprocs N`` spawn N local gloo processes. Flags as in nccl-tests
 (``-b -e -f -i -n -w -c -o -d -r``); ``-o`` is the reduction op, as there,
 and ``--collective`` picks the collective (nccl-tests has one binary each).
-Every flag is checked before any process starts: a bad one is refused in
-one line, exit status 2 (``mycollectives.cliargs``), never a traceback
-from each rank.
+``--virtual NODE --nodes N`` runs the sweep on a virtual cluster instead
+(:mod:`.virtual`). Every flag is checked before any process starts: a bad
+one is refused in one line, exit status 2 (``mycollectives.cliargs``), never
+a traceback from each rank.
 """
 
 from __future__ import annotations
@@ -52,12 +53,7 @@ def parser() -> Parser:
     a("-d", "--datatype", default="float", choices=sorted(DTYPES), help="element type (default float)")
     a("-r", "--root", type=integer(0), default=0, help="root of rooted collectives (default 0)")
     a("--algorithm", default="all", help="ours, a comma list, 'all' (ours, auto and native) or 'native'")
-    a(
-        "--reps",
-        type=integer(-(2**31)),
-        default=5,
-        help="interleaved repetitions; the median is reported (default 5)",
-    )
+    a("--reps", type=integer(-(2**31)), default=5, help="repetitions, interleaved; median shown (default 5)")
     a(
         "--nprocs",
         type=integer(0),

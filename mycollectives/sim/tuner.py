@@ -9,7 +9,9 @@ reports beside it the time the simulator gives every available pair. It
 chooses only among NCCL's algorithms: the package's others (direct, Bruck,
 recursive doubling, Rabenseifner, ...) are what MPI libraries and
 symmetric-memory kernels run, and :func:`mycollectives.sim.sweep` compares
-them.
+them. :func:`nccl_call` is the whole decision for one call (algorithm,
+protocol, channels) and the package's schedule that runs it
+(:data:`SCHEDULES`), which a virtual run follows (:mod:`mycollectives.virtual.tuning`).
 """
 
 from __future__ import annotations

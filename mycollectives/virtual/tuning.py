@@ -82,6 +82,8 @@ def tuner(collective: str, transport, nbytes: int, *, itemsize: int = 4, op: str
     choice = nccl_call(collective, nbytes, topo, *where, op=op or "sum", dtype=dtype)
     if choice is None:
         return None
+    if choice.schedule == "hierarchical" and transport.local_size != where[1]:
+        choice = replace(choice, schedule="ring")  # a group of other nodes than the run's: flat
     key = (transport.gpus, choice)
     called = world.priced.get(key)
     if called is None:
