@@ -20,8 +20,9 @@ from ..topology import PRESETS, Topology, cluster
 from ..topology.nodes import NODES
 from ..transport import local as _local
 from . import maestro as _m
-from .compute import Charge, roofline_of
+from .compute import Charge, _gpu_of, roofline_of
 from .network import Network
+from .rates import Rates, rates_of
 from .transport import Cluster, VirtualTransport
 
 WALL_ENV = "MYCOLLECTIVES_VIRTUAL_TIMEOUT"  # wall-clock seconds a run may take (default 900)
@@ -140,12 +141,14 @@ def run(
     setup: Sequence[Callable] = (),
     dist: bool = False,
     timeout: float | None = None,
+    compute: str | Rates = "achieved",
     **cluster_kw,
 ) -> Run:
     """Run ``fn(rank, *args)`` on every GPU of ``cluster`` in virtual time; see ``mycollectives.virtual``."""
     if not callable(fn):
         raise TypeError(f"virtual.run: argument 'fn' must be callable, got {fn!r}")
     topo = topology_of(cluster, nodes, degrade, **cluster_kw)
+    rates = rates_of(_gpu_of(topo), compute)  # "achieved" (default), "roofline" or Rates(...)
     p = topo.num_gpus if world_size is None else world_size
     if not isinstance(p, numbers.Integral) or isinstance(p, bool) or not 1 <= p <= topo.num_gpus:
         raise ValueError(f"virtual.run: world_size must be an int in 1..{topo.num_gpus}, got {world_size!r}")
@@ -164,7 +167,7 @@ def run(
 
     def body(actor: _m.Actor) -> None:
         r = actor.rank
-        charges[r] = actor.state["charge"] = Charge(actor, roof, slow.get(r, 1.0), world.span, fp32)
+        charges[r] = actor.state["charge"] = Charge(actor, roof, slow.get(r, 1.0), world.span, fp32, rates)
         with _rank(VirtualTransport(world, tuple(range(p)), r, local_size=topo.gpus_per_node), hooks):
             with charges[r]:
                 results[r] = fn(r, *args)
