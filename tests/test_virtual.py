@@ -27,7 +27,7 @@ def _timed(rank, nbytes, algorithm):
 @pytest.mark.parametrize("algorithm", ["ring", "double_binary_tree", "recursive_doubling", "hierarchical"])
 @pytest.mark.parametrize("nbytes", [64 << 10, 4 * MiB])
 def test_all_reduce_agrees_with_the_round_simulator(nodes, algorithm, nbytes):
-    run = virtual.run(_timed, "dgx_h100", nodes, (nbytes, algorithm), timeout=T)
+    run = virtual.run(_timed, "dgx_h100", nodes, (nbytes, algorithm), timeout=T, compute=virtual.NETWORK_ONLY)
     p = run.topology.num_gpus
     assert all(r[1] == [p * (p + 1) / 2] * 2 for r in run.results)  # computed for real
     sim = simulate("all_reduce", algorithm, nbytes, run.topology, local_size=8).time_s
@@ -92,8 +92,8 @@ def _step(rank, seconds):
 
 
 def test_a_straggler_delays_everyone():
-    fast = virtual.run(_step, "dgx_h100", 1, (1e-3,), timeout=T)
-    slow = virtual.run(_step, "dgx_h100", 1, (1e-3,), slow={3: 2.0}, timeout=T)
+    fast = virtual.run(_step, "dgx_h100", 1, (1e-3,), timeout=T, compute=virtual.NETWORK_ONLY)
+    slow = virtual.run(_step, "dgx_h100", 1, (1e-3,), slow={3: 2.0}, timeout=T, compute=virtual.NETWORK_ONLY)
     assert slow.elapsed - fast.elapsed == pytest.approx(1e-3, rel=1e-6)
     assert min(slow.clocks) > 2e-3  # every rank waited for rank 3 in the all-reduce
 
@@ -119,7 +119,7 @@ def _matmul(rank, m, n, k, dtype=torch.bfloat16):
 
 def test_compute_is_charged_by_flops_and_by_torch_ops():
     m, n, k = 2048, 2048, 4096  # compute-bound on an H100 (intensity above its ridge point), even in float32
-    run = virtual.run(_matmul, "dgx_h100", 1, (m, n, k), world_size=1, timeout=T)
+    run = virtual.run(_matmul, "dgx_h100", 1, (m, n, k), world_size=1, timeout=T, compute="roofline")
     peak = run.roofline.peak_flops
     by_op, by_flops = run.results[0]
     assert by_op == pytest.approx(2 * m * n * k / peak, rel=1e-9)
@@ -129,7 +129,9 @@ def test_compute_is_charged_by_flops_and_by_torch_ops():
 
 def test_float32_ops_are_charged_at_the_fp32_rate():
     m, n, k = 1024, 1024, 2048
-    run = virtual.run(_matmul, "dgx_h100", 1, (m, n, k, torch.float32), world_size=1, timeout=T)
+    run = virtual.run(
+        _matmul, "dgx_h100", 1, (m, n, k, torch.float32), world_size=1, timeout=T, compute="roofline"
+    )
     fp32 = virtual.roofline_of(virtual.topology_of("dgx_h100", 1, None), torch.float32)
     by_op, by_flops = run.results[0]
     assert fp32.peak_flops < run.roofline.peak_flops / 10  # H100: 67 against 989 TFLOP/s
@@ -145,7 +147,7 @@ def _memory_bound(rank):
 
 
 def test_an_elementwise_op_is_charged_by_bytes():
-    run = virtual.run(_memory_bound, "dgx_a100", 1, world_size=1, timeout=T)
+    run = virtual.run(_memory_bound, "dgx_a100", 1, world_size=1, timeout=T, compute="roofline")
     assert run.results[0] == pytest.approx(2 * 4 * (1 << 22) / run.roofline.bandwidth, rel=1e-9)
 
 
@@ -228,7 +230,9 @@ def test_setup_hooks_and_subgroups():
 
 
 def _alg_time(nbytes, algorithm, nodes=2, **kw):
-    run = virtual.run(_timed, "dgx_h100", nodes, (nbytes, algorithm), timeout=T, **kw)
+    run = virtual.run(
+        _timed, "dgx_h100", nodes, (nbytes, algorithm), timeout=T, compute=virtual.NETWORK_ONLY, **kw
+    )
     return max(r[0] for r in run.results)
 
 
@@ -304,7 +308,7 @@ def test_explicit_charges_use_the_roofline_and_the_straggler_factor():
         c = virtual.compute(flops=1e12, bytes=1e12)
         return a, b, c
 
-    run = virtual.run(fn, "dgx_b200", world_size=2, slow={1: 3.0}, timeout=T)
+    run = virtual.run(fn, "dgx_b200", world_size=2, slow={1: 3.0}, timeout=T, compute="roofline")
     roof = run.roofline
     assert roof.peak_flops == virtual.GPU_ROOFLINES["B200"].peak_flops
     assert run.results[0] == pytest.approx(

@@ -33,7 +33,7 @@ from ..algorithms import canonical
 from ..collectives import busbw_factor
 from ..nccl import constants as K
 from ..nccl import model
-from ..nccl.search import Hardware
+from ..nccl.search import Hardware, ring_graph
 from ..nccl.search import system as search_system
 from ..topology import Topology
 from ..topology.graph import NVLINK
@@ -144,18 +144,23 @@ def traffic(collective: str, algorithm: str, topo: Topology, world_size: int | N
 
 
 def nvlink_achievable(topo: Topology) -> np.ndarray:
-    """Usable bytes/s of every link, NVLink at what NCCL says its kernels achieve per GPU.
+    """Usable bytes/s of every link, NVLink at what NCCL's ring search allots one GPU.
 
     ``topo.link_bw`` prices NVLink at NCCL's topology constant (``SM90_NVLINK_BW`` x links, 370.8
-    GB/s on an H100); NCCL's cost model of its NVLink kernels gives 360 GB/s on Hopper and 720 on
-    Blackwell (``NVLINK_ACHIEVABLE``, ``src/sym_kernels.cc``), the bandwidth its ring search can
-    allot to channels. Ampere keeps the topology's 240 GB/s, which its search allots whole.
+    GB/s on an H100). NCCL's graph search lays rings over it at the speeds of its table
+    (``speedArrayIntra``, ``src/graph/search.cc``, NCCL 2.30.7) and keeps the channels that fit
+    whole: on one node the Ring graph carries channels x bwIntra per GPU, the bus bandwidth
+    NCCL's tuner gives its Ring (``src/graph/tuning.cc``): 6 x 60 = 360 GB/s on Hopper, 8 x 90 =
+    720 on Blackwell, and on Ampere the whole 240 (6 x 40). :func:`mycollectives.nccl.search.ring_graph`
+    does that arithmetic; nothing here is fitted.
     """
     spec = topo.node
-    if spec is None or spec.arch not in K.NVLINK_ACHIEVABLE:
+    if spec is None:
         return topo.link_bw
+    ring = ring_graph(hardware(topo), topo.gpus_per_node, 1)
+    allotted = ring.channels * ring.bw_intra * 1e9  # bytes/s per GPU
     bw = topo.link_bw.copy()
-    bw[topo.link_class == NVLINK] *= K.NVLINK_ACHIEVABLE[spec.arch] * 1e9 / spec.nvlink_per_gpu
+    bw[topo.link_class == NVLINK] *= min(1.0, allotted / spec.nvlink_per_gpu)
     return bw
 
 

@@ -19,7 +19,8 @@ scheduler runs one at a time in virtual time (SimGrid's maestro, SMPI's way
 of running MPI programs; :mod:`.maestro`). Messages are flows on the
 topology's links, priced by the round simulator's own link model
 (:mod:`.network`), and so are the loads of symmetric memory (:mod:`.heap`);
-torch ops are charged by the GPU's roofline (:mod:`.compute`);
+torch ops are charged at the rates measured GPUs reach (:mod:`.rates`, :mod:`.compute`), and
+so are the reductions inside collectives, as memory-bound kernels;
 ``async_op=True`` collectives run on a communication stream beside the rank
 (:mod:`.streams`). A collective called without ``algorithm=`` runs what
 NCCL 2.30.7 would (algorithm, protocol, channels: :mod:`.tuning`), and
@@ -35,6 +36,9 @@ smaller group. Introduced in the book's chapter "The virtual cluster".
   ``fabric``, ``oversubscription``, ...), another preset name, or a
   :class:`~mycollectives.topology.Topology`.
 * ``slow={rank: factor}``: that rank's compute takes ``factor`` times longer (a straggler).
+* ``compute="achieved"`` (default): GEMMs at measured efficiency by shape, HBM at a measured
+  fraction, a floor per kernel (:mod:`.rates`); ``"roofline"``: the datasheet's bound;
+  or a ``Rates(gemm=..., hbm=..., floor=...)``, each efficiency in (0, 1].
 * ``degrade={link: factor}`` or ``{(u, v): factor}``: links run ``factor``
   times slower: a link index, or the cable between vertices ``u`` and ``v``
   (indices or names such as ``(3, "n0.nvswitch")`` or ``("n1.nic0", "leaf0")``),
@@ -60,7 +64,8 @@ import numbers
 
 from .. import timing as _timing
 from . import maestro as _m
-from .compute import GPU_ROOFLINES, KERNEL_FLOOR, paused, roofline_of
+from .compute import GPU_ROOFLINES, paused, roofline_of
+from .rates import KERNEL_FLOOR, NETWORK_ONLY, ROOFLINE, Rates
 from .runner import Run, degraded, run, topology_of
 from .validate import agreement
 
@@ -71,6 +76,9 @@ __all__ = [
     "compute",
     "transport",
     "roofline_of",
+    "Rates",
+    "ROOFLINE",
+    "NETWORK_ONLY",
     "topology_of",
     "degraded",
     "agreement",
@@ -94,9 +102,10 @@ def transport():
 
 
 def compute(seconds: float | None = None, *, flops: float | None = None, bytes: float | None = None) -> float:
-    """Charge this rank's GPU: ``seconds`` of work, or ``flops`` and/or ``bytes`` on its roofline
-    (``max(flops / peak, bytes / bandwidth)``, the tensor-core peak: say ``seconds`` for other
-    work); a straggler's (``slow=``) takes longer. Returns the seconds charged."""
+    """Charge this rank's GPU: ``seconds`` of work, or ``flops`` and/or ``bytes`` at its rates
+    (``max(flops / (peak x gemm), bytes / (bandwidth x hbm))``, the tensor-core peak at the run's
+    ``compute=`` rates: achieved by default, the roofline with ``compute="roofline"``; say
+    ``seconds`` for other work); a straggler's (``slow=``) takes longer. Returns the seconds charged."""
     actor = _m.current()
     given = {k: v for k, v in (("seconds", seconds), ("flops", flops), ("bytes", bytes)) if v is not None}
     for k, v in given.items():
@@ -110,7 +119,8 @@ def compute(seconds: float | None = None, *, flops: float | None = None, bytes: 
     if "seconds" in given:
         t = float(seconds)
     else:
-        t = max((flops or 0) / charge.roof.peak_flops, (bytes or 0) / charge.roof.bandwidth)
+        t = max((flops or 0) / (charge.roof.peak_flops * charge.rates.gemm),
+                (bytes or 0) / (charge.roof.bandwidth * charge.rates.hbm))  # fmt: skip
     before = actor.clock
     charge.charge(t)
     return actor.clock - before

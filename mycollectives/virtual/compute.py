@@ -1,25 +1,29 @@
-"""Compute on a virtual GPU: every torch op a rank runs is charged by the GPU's roofline.
+"""Compute on a virtual GPU: every torch op a rank runs is charged at the GPU's achieved rates.
 
 A rank's thread runs under a :class:`Charge`, a ``TorchDispatchMode`` (dispatch
 modes are per thread): for every aten op it counts FLOPs as
 ``torch.utils.flop_counter`` counts them (its ``flop_registry``: ``2 m n k``
 for a matrix product, convolutions, attention) and bytes as the op's inputs
 plus its outputs (the minimum traffic, as chapter 1's roofline counts it),
-and advances the rank's clock by ``max(flops / peak, bytes / hbm, KERNEL_FLOOR)``
-(chapter 1's roofline, ``williams2009roofline``; :class:`~mycollectives.memory.roofline.Roofline`).
+and advances the rank's clock by ``max(flops / (peak x gemm), bytes / (hbm x fraction), floor)``:
+chapter 1's roofline (``williams2009roofline``; :class:`~mycollectives.memory.roofline.Roofline`)
+at the rates measured GPUs reach, a GEMM's by its shape (:mod:`.rates`), or at the
+roofline itself with ``virtual.run(..., compute="roofline")``.
 The op itself runs on the CPU, so results are real. Views, ``empty`` and
 reading a scalar move nothing and cost nothing, nor does making a tensor's
 first values (``ones``, ``zeros``, ``rand``, ``arange``: the data's set-up);
 filling an existing one (``fill_``, ``zero_``) is charged, nor do the
 profiler's markers (``record_function``: host bookkeeping). The package's own
-collectives are priced by the network, not here.
+collectives move their bytes in network time; their reductions run on the GPU
+and are charged here as memory-bound kernels (:func:`collective`), as NCCL's
+kernels reduce as they go.
 
 An op is charged at the peak of its dtype: bfloat16 and float16 at the GPU's
-dense tensor-core peak; float32 (and wider) at its FP32 rate, which is what
-PyTorch's default gives a float32 matrix product on these GPUs (TF32 is off
-for matmuls unless ``torch.backends.cuda.matmul.allow_tf32`` is set). A
-float32 model on the virtual cluster is therefore priced as float32 on the
-GPU; cast it to bfloat16 to price a mixed-precision model.
+dense tensor-core peak; float32 (and wider) at its FP32 rate, except a float32
+matrix product while ``torch.get_float32_matmul_precision()`` is ``"high"`` or
+``"medium"`` (``allow_tf32``), which runs on TF32 tensor cores at half the
+bf16 peak. A float32 model on the virtual cluster is therefore priced as
+float32 on the GPU; cast it to bfloat16 to price a mixed-precision model.
 """
 
 from __future__ import annotations
@@ -33,10 +37,7 @@ from torch.utils.flop_counter import flop_registry
 
 from ..memory.roofline import Roofline
 from ..memory.vendor import A100, GB, H100, TFLOPS
-
-# The smallest time one kernel takes on the GPU (launch and tail on the device, not the host's
-# launch overhead): a few microseconds for the tiniest kernels.
-KERNEL_FLOOR = 2e-6
+from .rates import ROOFLINE, Rates, gemm_shape, quantisation, tf32
 
 # Dense bf16 tensor-core peak and HBM bandwidth per GPU. A100 and H100: chapter 1's vendor table
 # (memory/vendor.py). The others halve the datasheets' "with sparsity" figures: H200 (nvidia2024h200) has
@@ -97,9 +98,13 @@ def roofline_of(topology, dtype: torch.dtype = torch.bfloat16) -> Roofline:
     return Roofline(FP32_PEAK[gpu], roof.bandwidth, f"{gpu} (fp32)")
 
 
-def op_time(roof: Roofline, flops: float, nbytes: float) -> float:
-    """Seconds of one kernel on ``roof`` (see the module)."""
-    return max(flops / roof.peak_flops, nbytes / roof.bandwidth, KERNEL_FLOOR)
+def op_time(roof: Roofline, flops: float, nbytes: float, rates: Rates = ROOFLINE, shape=None) -> float:
+    """Seconds of one kernel on ``roof`` at ``rates`` (see the module); ``shape``: a GEMM's
+    ``(batch, m, n, k)``, which pays for whole tiles and waves when ``rates`` says how many SMs."""
+    compute = flops / (roof.peak_flops * rates.gemm)
+    if shape is not None and rates.sms:
+        compute *= quantisation(shape, rates.sms)
+    return max(compute, nbytes / (roof.bandwidth * rates.hbm), rates.floor)
 
 
 def _dtype(tree) -> torch.dtype | None:
@@ -131,10 +136,12 @@ def _bytes(tree) -> int:
 class Charge(TorchDispatchMode):
     """Charges every op this thread runs to ``actor``'s clock (see the module)."""
 
-    def __init__(self, actor, roof: Roofline, slow: float = 1.0, record=None, fp32: Roofline | None = None):
+    def __init__(self, actor, roof: Roofline, slow: float = 1.0, record=None, fp32: Roofline | None = None,
+                 rates: Rates = ROOFLINE):  # fmt: skip
         super().__init__()
-        self.actor, self.roof, self.slow, self.record = actor, roof, slow, record
+        self.actor, self.roof, self.slow, self.record, self.rates = actor, roof, slow, record, rates
         self.fp32 = fp32 or roof
+        self.tf32 = Roofline(roof.peak_flops / 2, roof.bandwidth, f"{roof.label} (tf32)")
         self.flops = 0.0
         self.bytes = 0.0
         self.ops = 0
@@ -153,9 +160,20 @@ class Charge(TorchDispatchMode):
         self.flops += flops
         self.bytes += nbytes
         self.ops += 1
-        roof = self.roof if _dtype((out, args)) in _TENSOR_CORE_DTYPES else self.fp32
-        self.charge(op_time(roof, flops, nbytes))
+        shape = gemm_shape(func.name().split(".")[0], args)
+        self.charge(op_time(self.roofline(_dtype((out, args)), shape), flops, nbytes, self.rates, shape))
         return out
+
+    def roofline(self, dtype: torch.dtype | None, shape=None) -> Roofline:
+        """The roofline an op of ``dtype`` runs on: tensor cores for 16-bit types, and for a float32
+        GEMM while torch allows TF32; the FP32 rate otherwise."""
+        if dtype in _TENSOR_CORE_DTYPES:
+            return self.roof
+        return self.tf32 if shape is not None and tf32() else self.fp32
+
+    def seconds(self, flops: float = 0.0, nbytes: float = 0.0) -> float:
+        """What ``flops`` on the tensor cores and ``nbytes`` of HBM traffic take on this GPU, at its rates."""
+        return op_time(self.roof, flops, nbytes, self.rates)
 
     def charge(self, seconds: float) -> None:
         """Advance the rank's clock by ``seconds`` of its GPU's time (times its slowness)."""
@@ -178,6 +196,40 @@ def paused():
             yield
     finally:
         _here.paused -= 1
+
+
+class _Reductions(TorchDispatchMode):
+    """Inside a collective: every op that is not a copy (the network's work) is a reduction, charged
+    to ``actor``'s clock as a memory-bound kernel at ``charge``'s rates."""
+
+    def __init__(self, charge: Charge, actor):
+        super().__init__()
+        self.c, self.actor = charge, actor
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        name = func.name().split(".")[0]
+        if func.is_view or name in _FREE_OPS or name in _MOVES or func.namespace in _HOST_NAMESPACES:
+            return out
+        nbytes = _bytes(args) + _bytes(kwargs) + _bytes(out)
+        self.actor.clock += self.c.seconds(0.0, nbytes) * self.c.slow
+        return out
+
+
+_MOVES = frozenset("aten::" + n for n in "copy_ clone cat _to_copy contiguous slice narrow".split())
+
+
+@contextlib.contextmanager
+def collective(charge: Charge | None, actor):
+    """A collective's work on ``actor`` (a rank, or its communication stream): not charged as
+    compute (:func:`paused`), except its reductions, charged as memory-bound kernels."""
+    with paused():
+        if charge is None or not charge.rates.reductions:
+            yield
+        else:
+            with _Reductions(charge, actor):
+                yield
 
 
 def _torch_dispatch_mode_active() -> bool:

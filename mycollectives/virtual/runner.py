@@ -22,8 +22,9 @@ from ..topology.nodes import NODES
 from ..transport import bind
 from . import maestro as _m
 from . import tuning as _tuning
-from .compute import Charge, roofline_of
+from .compute import Charge, _gpu_of, roofline_of
 from .network import Network
+from .rates import Rates, rates_of
 from .threads import check_threads
 from .transport import Cluster, VirtualTransport
 
@@ -144,12 +145,14 @@ def run(
     dist: bool = False,
     timeout: float | None = None,
     data: bool = True,
+    compute: str | Rates = "achieved",
     **cluster_kw,
 ) -> Run:
     """Run ``fn(rank, *args)`` on every GPU of ``cluster`` in virtual time; see ``mycollectives.virtual``."""
     if not callable(fn):
         raise TypeError(f"virtual.run: argument 'fn' must be callable, got {fn!r}")
     topo = topology_of(cluster, nodes, degrade, **cluster_kw)
+    rates = rates_of(_gpu_of(topo), compute)  # "achieved" (default), "roofline" or Rates(...)
     p = topo.num_gpus if world_size is None else world_size
     finite(p, "world_size", least=1, most=topo.num_gpus, integer=True, where="virtual.run")
     if isinstance(args, (str, bytes)) or not isinstance(args, (list, tuple)):
@@ -173,7 +176,7 @@ def run(
 
     def body(actor: _m.Actor) -> None:
         r = actor.rank
-        charges[r] = actor.state["charge"] = Charge(actor, roof, slow.get(r, 1.0), world.span, fp32)
+        charges[r] = actor.state["charge"] = Charge(actor, roof, slow.get(r, 1.0), world.span, fp32, rates)
         with _rank(VirtualTransport(world, tuple(range(p)), r, local_size=topo.gpus_per_node), hooks):
             with charges[r]:
                 results[r] = fn(r, *args)

@@ -19,7 +19,7 @@ import torch
 
 from ..transport.lane import Work, settle
 from . import maestro as _m
-from .compute import paused
+from .compute import collective
 
 
 class StreamWork(Work):
@@ -73,6 +73,7 @@ class StreamLane:
         self.busy_until = 0.0  # virtual time the stream's last call ended
         self.pending = 0
         self.actor: _m.Actor | None = None
+        self.charge = None
         self.avail: _m.Activity | None = None
 
     def run(self, job, async_op: bool, outputs=()):
@@ -80,7 +81,7 @@ class StreamLane:
         maestro = self.cluster.maestro
         if not async_op and self.pending == 0 and self.busy_until <= me.clock:
             start = me.clock
-            with paused():
+            with collective(me.state.get("charge"), me):  # its reductions are charged to this rank
                 job()
             self.cluster.span(me.rank, "comm", start, me.clock)
             return None
@@ -88,6 +89,7 @@ class StreamLane:
         self.pending += 1
         self.queue.append((job, work, me.clock))
         if self.actor is None:
+            self.charge = me.state.get("charge")  # the rank's GPU, which runs the stream's reductions
             self.actor = maestro.spawn(
                 self.cluster.new_id(), f"stream of rank {me.rank}", me.rank, self._serve, me.clock
             )
@@ -112,7 +114,7 @@ class StreamLane:
             actor.clock = max(actor.clock, posted)
             start, error = actor.clock, None
             try:
-                with torch.no_grad(), paused():
+                with torch.no_grad(), collective(self.charge, actor):
                     job()
             except _m.Aborted:
                 raise

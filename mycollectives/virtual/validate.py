@@ -17,6 +17,7 @@ import torch
 from ..collectives import record
 from ..sim import simulate
 from .maestro import current
+from .rates import NETWORK_ONLY
 from .runner import run, topology_of
 
 # Each collective's tensors for nccl-tests' size of ``n`` float32 elements per rank's block on ``p`` ranks,
@@ -69,7 +70,15 @@ def agreement(
                 topo = topology_of(cluster, n)
                 p = topo.num_gpus
                 spec = record(collective).spec(p, size, 4)
-                r = run(_one, topo, 1, (collective, spec.count, p, alg), protocol=protocol, timeout=timeout)
+                r = run(
+                    _one,
+                    topo,
+                    1,
+                    (collective, spec.count, p, alg),
+                    protocol=protocol,
+                    timeout=timeout,
+                    compute=NETWORK_ONLY,
+                )  # the simulator's terms: reductions free
                 virt = max(r.results)
                 sim = simulate(
                     collective, alg, size, topo, protocol=protocol, local_size=topo.gpus_per_node
