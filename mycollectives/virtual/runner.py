@@ -21,7 +21,8 @@ from ..topology.nodes import NODES
 from ..transport import local as _local
 from . import maestro as _m
 from .compute import Charge, roofline_of
-from .network import Network
+from .streams import calls_of
+from .trace import Metered
 from .transport import Cluster, VirtualTransport
 
 WALL_ENV = "MYCOLLECTIVES_VIRTUAL_TIMEOUT"  # wall-clock seconds a run may take (default 900)
@@ -38,7 +39,22 @@ class Run:
     roofline: Roofline
     spans: list = field(repr=False, default_factory=list)  # [rank, "compute"|"comm"|"stream", start, end]
     flops: list[float] = field(repr=False, default_factory=list)  # counted per rank
-    stats: dict = field(default_factory=dict)  # flows, bytes, switches, wall seconds
+    stats: dict = field(
+        default_factory=dict
+    )  # flows, bytes, switches, wall seconds, bytes sent by link class
+    calls: list = field(repr=False, default_factory=list)  # [rank, lane, start, end, flight entry] per call
+
+    def table(self) -> str:
+        """Per rank: virtual time, compute, exposed communication, bytes by link class (``trace.py``)."""
+        from .trace import table
+
+        return table(self)
+
+    def trace(self, path) -> os.PathLike:
+        """Write the run as Chrome trace / Perfetto JSON to ``path`` (``trace.py``); returns the path."""
+        from .trace import write
+
+        return write(self, path)
 
 
 def topology_of(cluster_: str | Topology, nodes: int = 1, degrade: dict | None = None, **kw) -> Topology:
@@ -121,6 +137,10 @@ def _hooks(setup, dist: bool) -> list:
                 "virtual.run(dist=True): mycollectives.torchpg has no setup(rank, world_size) hook"
             )
         hooks.append(hook)
+    else:  # torch.distributed without opting in: a rank's init_process_group joins the run
+        from ..torchpg.ondemand import setup as on_demand
+
+        hooks.append(on_demand)
     for h in hooks:
         if not callable(h):
             raise TypeError(f"virtual.run: every setup= hook must be callable(rank, world_size), got {h!r}")
@@ -156,7 +176,7 @@ def run(
         )
     wall = float(timeout or os.environ.get(WALL_ENV, 900.0))
     roof, fp32 = roofline_of(topo), roofline_of(topo, torch.float32)
-    net = Network(LinkModel(topo, protocol))
+    net = Metered(LinkModel(topo, protocol))
     maestro = _m.Maestro(net, wall)
     world = Cluster(maestro, net, wall, p)
     results: list = [None] * p
@@ -178,10 +198,12 @@ def run(
         "bytes": net.bytes,
         "switches": maestro.switches,
         "wall_s": time.perf_counter() - t0,
+        "sent": net.sent,
     }
     flops = [c.flops if c is not None else 0.0 for c in charges]
     elapsed = max(a.clock for a in maestro.actors)
-    return Run(results, elapsed, [a.clock for a in actors], topo, roof, world.spans, flops, stats)
+    clocks = [a.clock for a in actors]
+    return Run(results, elapsed, clocks, topo, roof, world.spans, flops, stats, calls_of(world))
 
 
 @contextlib.contextmanager
