@@ -2,7 +2,7 @@
 
 A script written for a GPU node asks ``torch.cuda`` how many GPUs there are,
 picks one, moves its model there and times its steps with events. Inside a
-rank of a virtual run set up with :func:`setup`, those calls answer as the
+rank of a virtual run set up with :func:`setup_gpu`, those calls answer as the
 rank's GPU would:
 
 * ``torch.cuda.is_available()`` is True, ``device_count()`` the GPUs of the
@@ -24,7 +24,7 @@ rank's GPU would:
 
 What is not emulated (CUDA graphs, ``torch.compile``, custom CUDA kernels,
 NVML) raises :class:`NotEmulated`, one line naming it. The patches of
-``torch`` are installed while at least one rank holds :func:`setup` and only
+``torch`` are installed while at least one rank holds :func:`setup_gpu` and only
 answer in rank threads; everything is put back when the last rank ends.
 """
 
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 from dataclasses import dataclass, field
 
 import torch
@@ -57,11 +58,18 @@ class VirtualGPU:
 
 
 _here = threading.local()
+_of_run: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # maestro -> {rank: its VirtualGPU}
 
 
 def gpu() -> VirtualGPU | None:
-    """This thread's virtual GPU, or None outside a rank set up with :func:`setup`."""
-    return getattr(_here, "gpu", None)
+    """This thread's virtual GPU (a rank's, or its stream's: a callback of an async collective runs
+    there), or None outside a rank set up with :func:`setup_gpu`."""
+    g = getattr(_here, "gpu", None)
+    if g is None:
+        actor = _m.current_or_none()
+        if actor is not None:
+            g = _of_run.get(actor.maestro, {}).get(actor.rank)
+    return g
 
 
 def refuse(what: str, why: str):
@@ -223,9 +231,11 @@ def setup_gpu(rank: int, count: int, name: str):
     from .cudapatch import DeviceMode, installed
 
     g = VirtualGPU(rank, count, name)
+    ranks = _of_run.setdefault(_m.current().maestro, {})
     with installed(), g.memory, DeviceMode():
-        _here.gpu = g
+        _here.gpu = ranks[rank] = g
         try:
             yield g
         finally:
             _here.gpu = None
+            del ranks[rank]
