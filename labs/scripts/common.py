@@ -21,7 +21,6 @@ import json
 import math
 import os
 import sys
-import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -111,8 +110,8 @@ def clock(env: Env) -> float:
     the GPU's queued work is done."""
     from mycollectives import timing
 
-    sync(env)
-    return timing.now()  # a rank's virtual clock on a virtual cluster (--virtual, or the launcher), else wall time
+    sync(env)  # on a virtual cluster (--virtual, or the launcher) timing.now is the rank's virtual clock
+    return timing.now()
 
 
 def timed(env: Env, fn: Callable[[], object], reps: int, warmup: int = 1) -> float:
