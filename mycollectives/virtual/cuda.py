@@ -168,6 +168,9 @@ class Stream:
     def query(self) -> bool:
         return True
 
+    def is_capturing(self) -> bool:  # a CUDA graph's capture: never (they are not emulated)
+        return False
+
     def synchronize(self) -> None:
         synchronize()
 

@@ -125,6 +125,7 @@ def _table() -> list[tuple[object, str, object]]:
         (c, "get_device_properties", _props),
         (c, "get_device_capability", _const((9, 0))),
         (c, "is_bf16_supported", _const(True)),
+        (c, "is_current_stream_capturing", _const(False)),
         (nvtx, "range_push", none),
         (nvtx, "range_pop", none),
         (nvtx, "mark", none),
