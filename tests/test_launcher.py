@@ -211,3 +211,62 @@ def test_torch_and_the_process_are_put_back(tmp_path):
     assert (torch.cuda.is_available, torch.cuda.Event, torch.load, os.environ, torch.compile) == before
     assert os.sys.argv == argv0 and "RANK" not in os.environ
     assert torch.cuda.is_available() is False and not torch.distributed.is_initialized()
+
+
+def test_save_load_to_a_virtual_device_and_pinned_memory(tmp_path):
+    body = (
+        "local = int(os.environ['LOCAL_RANK'])\n"
+        "torch.cuda.set_device(local)\n"
+        "path = os.path.join(os.path.dirname(__file__), 'ckpt.pt')\n"
+        "m = torch.nn.Linear(4, 2).cuda()\n"
+        "dist.broadcast(m.weight.data, src=0)\n"
+        "if dist.get_rank() == 0:\n"
+        "    torch.save(m.state_dict(), path)\n"
+        "dist.barrier()\n"
+        "sd = torch.load(path, map_location=f'cuda:{local}')\n"
+        "assert torch.equal(sd['weight'], m.weight), 'the checkpoint did not come back'\n"
+        "x = torch.ones(3).pin_memory().to('cuda', non_blocking=True)\n"
+        "assert x.sum().item() == 3.0\n"
+        "with torch.cuda.device(1 - local):\n"
+        "    assert torch.cuda.current_device() == 1 - local\n"
+        "print('ok on rank', dist.get_rank(), torch.cuda.get_device_name())\n"
+    )
+    assert launched("--nproc-per-node", 2, _script(tmp_path, body)) == 0
+    assert (tmp_path / "ckpt.pt").exists()
+
+
+def test_a_device_the_node_lacks_is_named(tmp_path, capsys):
+    body = "x = torch.ones(2, device='cuda:5')\n"
+    assert launched("--nproc-per-node", 2, _script(tmp_path, body)) == 1
+    assert "invalid device ordinal 5; this virtual node has 2 GPUs" in capsys.readouterr().err
+
+
+def test_a_module_runs_with_dash_m(tmp_path, monkeypatch, capsys):
+    pkg = tmp_path / "trainpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "train.py").write_text(
+        "import torch.distributed as dist\n"
+        "dist.init_process_group()\n"
+        "print(f'{__name__} {__package__} rank {dist.get_rank()} of {dist.get_world_size()}')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert launched("--nnodes", 2, "--nproc-per-node", 1, "-m", "trainpkg.train") == 0
+    out = capsys.readouterr().out
+    assert "__main__ trainpkg rank 0 of 2" in out and "__main__ trainpkg rank 1 of 2" in out
+
+
+def test_cluster_options_reach_the_run(tmp_path):
+    """A straggler and a slow NIC make the same script slower, in virtual time."""
+
+    def elapsed(*flags) -> float:
+        trace = tmp_path / "t.json"
+        argv = ["--nnodes", 2, "--nproc-per-node", 1, "--trace", trace, *flags, SCRIPTS / "ddp_train.py"]
+        assert launched(*argv, "--out", tmp_path / "l.json") == 0
+        events = json.loads(trace.read_text())["traceEvents"]
+        return max(e["ts"] + e["dur"] for e in events if e["ph"] == "X")
+
+    base = elapsed()
+    assert elapsed("--slow", "1=3") > base
+    assert elapsed("--degrade", "n1.nic0,leaf0=10") > base
+    assert elapsed("--nic", "hdr") > base  # 200 Gb/s NICs instead of the node's 400
