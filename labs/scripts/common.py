@@ -21,7 +21,6 @@ import json
 import math
 import os
 import sys
-import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -109,12 +108,10 @@ def sync(env: Env) -> None:
 def clock(env: Env) -> float:
     """This rank's timer, in seconds: virtual time in a virtual run; elsewhere wall time once
     the GPU's queued work is done."""
-    if env.mode == "virtual":
-        from mycollectives import virtual
+    from mycollectives import timing
 
-        return virtual.clock()
-    sync(env)
-    return time.perf_counter()
+    sync(env)  # on a virtual cluster (--virtual, or the launcher) timing.now is the rank's virtual clock
+    return timing.now()
 
 
 def timed(env: Env, fn: Callable[[], object], reps: int, warmup: int = 1) -> float:

@@ -76,6 +76,8 @@ for _name in _FIELDS:
 
 _lock = threading.Lock()
 _open = 0  # thread worlds open now, in all threads
+_armed = 0  # rank threads that may open a thread world on demand (``ondemand.py``)
+_here = threading.local()  # .opener: this thread's on-demand ``init_process_group``, if armed
 _autograd_mt: object | None = None
 _torch_init, _torch_new_group = c10d.init_process_group, c10d.new_group
 
@@ -89,6 +91,9 @@ def _init_process_group(*args, **kwargs) -> None:
     """torch's ``init_process_group``, except in a thread whose world is set up: there, nothing."""
     if _in_thread_world() and c10d._world.default_pg is not None:
         return
+    opener = getattr(_here, "opener", None)
+    if opener is not None:  # a rank of a virtual run: join the run's world
+        return opener(*args, **kwargs)
     _torch_init(*args, **kwargs)
 
 
@@ -126,7 +131,7 @@ def enter(state: WorldState) -> PerThreadWorld:
     with _lock:
         if _open == 0:
             torch._C._distributed_c10d._set_thread_isolation_mode(True)
-            _patch(True)
+            _patch(True)  # (again, if armed: the same functions)
             # autograd runs backward in the calling thread (the rank's), not a device thread
             _autograd_mt = torch.autograd.set_multithreading_enabled(False)
         _open += 1
@@ -143,7 +148,26 @@ def leave() -> None:
         _open -= 1
         if _open == 0:
             torch._C._distributed_c10d._set_thread_isolation_mode(False)
-            _patch(False)
+            _patch(_armed > 0)
             if _autograd_mt is not None:
                 _autograd_mt.__exit__(None, None, None)
                 _autograd_mt = None
+
+
+def arm(opener) -> None:
+    """This thread's ``dist.init_process_group(...)`` calls ``opener(...)`` (until :func:`disarm`)."""
+    global _armed
+    with _lock:
+        if _armed == 0 and _open == 0:
+            _patch(True)
+        _armed += 1
+    _here.opener = opener
+
+
+def disarm() -> None:
+    global _armed
+    _here.opener = None
+    with _lock:
+        _armed -= 1
+        if _armed == 0 and _open == 0:
+            _patch(False)

@@ -26,7 +26,16 @@ so are the reductions inside collectives, as memory-bound kernels;
 NCCL 2.30.7 would (algorithm, protocol, channels: :mod:`.tuning`), and
 ``Run.calls`` records each choice. Inside a run, collectives with
 ``group=None`` use the run's world; ``transport.subgroup(ranks)`` gives a
-smaller group. Introduced in the book's chapter "The virtual cluster".
+smaller group, and ``torch.distributed.init_process_group`` joins the run's
+world (:mod:`mycollectives.torchpg.ondemand`). ``Run.table()`` gives each
+rank's virtual time, compute, exposed communication and bytes by link class;
+``Run.trace(path)`` writes a Chrome trace / Perfetto timeline (:mod:`.trace`).
+Introduced in the book's chapter "The virtual cluster".
+
+A training script written for ``torchrun`` runs unmodified with the launcher
+(:mod:`.launch`; its ranks get a virtual CUDA device each, :mod:`.cuda`)::
+
+    python -m mycollectives.virtual --nnodes 2 --nproc-per-node 8 train.py   # or: vtorchrun ...
 
 ``run`` arguments:
 

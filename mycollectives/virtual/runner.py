@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import importlib
 import numbers
 import time
@@ -23,9 +24,10 @@ from ..transport import bind
 from . import maestro as _m
 from . import tuning as _tuning
 from .compute import Charge, _gpu_of, roofline_of
-from .network import Network
 from .rates import Rates, rates_of
+from .streams import calls_of
 from .threads import check_threads
+from .trace import Metered
 from .transport import Cluster, VirtualTransport
 
 WALL_ENV = "MYCOLLECTIVES_VIRTUAL_TIMEOUT"  # wall-clock seconds a run may take (default 900)
@@ -42,8 +44,21 @@ class Run:
     roofline: Roofline
     spans: list = field(repr=False, default_factory=list)  # [rank, "compute"|"comm"|"stream", start, end]
     flops: list[float] = field(repr=False, default_factory=list)  # counted per rank
-    stats: dict = field(default_factory=dict)  # flows, bytes, switches, wall seconds
+    stats: dict = field(default_factory=dict)  # flows, bytes, switches, wall seconds, bytes by link class
     calls: list[_tuning.Called] = field(repr=False, default_factory=list)  # NCCL's choice, call by call
+    call_spans: list = field(repr=False, default_factory=list)  # [rank, lane, start, end, flight entry]
+
+    def table(self) -> str:
+        """Per rank: virtual time, compute, exposed communication, bytes by link class (``trace.py``)."""
+        from .trace import table
+
+        return table(self)
+
+    def trace(self, path) -> os.PathLike:
+        """Write the run as Chrome trace / Perfetto JSON to ``path`` (``trace.py``); returns the path."""
+        from .trace import write
+
+        return write(self, path)
 
 
 def topology_of(cluster_: str | Topology, nodes: int = 1, degrade: dict | None = None, **kw) -> Topology:
@@ -125,6 +140,10 @@ def _hooks(setup, dist: bool) -> list:
                 "virtual.run(dist=True): mycollectives.torchpg has no setup(rank, world_size) hook"
             )
         hooks.append(hook)
+    else:  # torch.distributed without opting in: a rank's init_process_group joins the run
+        from ..torchpg.ondemand import setup as on_demand
+
+        hooks.append(on_demand)
     for h in hooks:
         if not callable(h):
             raise TypeError(f"virtual.run: every setup= hook must be callable(rank, world_size), got {h!r}")
@@ -166,7 +185,7 @@ def run(
         wall = from_env(WALL_ENV, 900.0, above=0)
     check_threads(p)
     roof, fp32 = roofline_of(topo), roofline_of(topo, torch.float32)
-    net = Network(LinkModel(topo, protocol))
+    net = Metered(LinkModel(topo, protocol))
     maestro = _m.Maestro(net, wall)
     if not data:
         _DATA_FREE.add(maestro)
@@ -194,10 +213,12 @@ def run(
         "bytes": net.bytes,
         "switches": maestro.switches,
         "wall_s": time.perf_counter() - t0,
+        "sent": net.sent,
     }
     flops = [c.flops if c is not None else 0.0 for c in charges]
     elapsed = max(a.clock for a in maestro.actors)
-    out = Run(results, elapsed, [a.clock for a in actors], topo, roof, world.spans, flops, stats)
+    clocks = [a.clock for a in actors]
+    out = Run(results, elapsed, clocks, topo, roof, world.spans, flops, stats, call_spans=calls_of(world))
     out.calls = world.nccl_calls
     return out
 

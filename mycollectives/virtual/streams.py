@@ -9,17 +9,46 @@ in order (FIFO), each starting no earlier than the rank posted it. The
 rank's clock meanwhile goes on with compute; ``work.wait()`` joins the two:
 the rank's clock becomes the later of its own and the call's end. That is
 what a CUDA stream running NCCL kernels beside the compute stream does.
+
+Every call a lane runs is also kept, with its flight-recorder entry (which
+collective, its size, the algorithm chosen), in :func:`calls_of` the run's
+cluster: what a trace of the run names (``trace.py``).
 """
 
 from __future__ import annotations
 
 import collections
+import weakref
 
 import torch
 
+from .. import flight
 from ..transport.lane import Work, settle
 from . import maestro as _m
 from .compute import collective
+
+MAX_CALLS = 200_000  # calls kept per run (as transport.py keeps spans)
+_calls: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def calls_of(cluster) -> list:
+    """``[rank, lane, start, end, entry]`` of every call the lanes of ``cluster`` ran (``entry``: the
+    flight recorder's, or None with the recorder off)."""
+    return _calls.setdefault(cluster, [])
+
+
+def _keep(cluster, record: list) -> None:
+    calls = calls_of(cluster)
+    if len(calls) < MAX_CALLS:
+        calls.append(record)
+
+
+def _entry(transport):
+    """The flight-recorder entry of the call being posted now (the API records it just before)."""
+    if not flight.enabled():
+        return None
+    ring = flight.recorder(transport).ring
+    return ring[-1] if ring else None
 
 
 class StreamWork(Work):
@@ -79,15 +108,17 @@ class StreamLane:
     def run(self, job, async_op: bool, outputs=()):
         me = _m.current()
         maestro = self.cluster.maestro
+        entry = _entry(self.t)
         if not async_op and self.pending == 0 and self.busy_until <= me.clock:
             start = me.clock
             with collective(me.state.get("charge"), me):  # its reductions are charged to this rank
                 job()
             self.cluster.span(me.rank, "comm", start, me.clock)
+            _keep(self.cluster, [me.rank, "comm", start, me.clock, entry])
             return None
         work = StreamWork(outputs, _m.Activity(f"see its stream finish a call (rank {me.rank})"), maestro)
         self.pending += 1
-        self.queue.append((job, work, me.clock))
+        self.queue.append((job, work, me.clock, entry))
         if self.actor is None:
             self.charge = me.state.get("charge")  # the rank's GPU, which runs the stream's reductions
             self.actor = maestro.spawn(
@@ -110,7 +141,7 @@ class StreamLane:
                 self.avail = _m.Activity("nothing (idle stream)")
                 maestro.wait(actor, self.avail)
                 actor.idle = False
-            job, work, posted = self.queue.popleft()
+            job, work, posted, entry = self.queue.popleft()
             actor.clock = max(actor.clock, posted)
             start, error = actor.clock, None
             try:
@@ -123,5 +154,6 @@ class StreamLane:
             self.pending -= 1
             self.busy_until = actor.clock
             self.cluster.span(actor.rank, "stream", start, actor.clock)
+            _keep(self.cluster, [actor.rank, "stream", start, actor.clock, entry])
             maestro.fire(work.activity, actor.clock)  # first: callbacks of its future may wait on it
             work.finish(error)

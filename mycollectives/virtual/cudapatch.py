@@ -1,0 +1,230 @@
+"""How :mod:`.cuda` reaches ``torch``: a device mode per rank thread, and patches scoped to the run.
+
+:class:`DeviceMode` is a ``TorchFunctionMode`` (modes are per thread, as
+``torch.utils._device.DeviceContext``'s): in a rank thread it turns every
+CUDA device a torch call names into the CPU. :func:`installed` replaces the
+``torch.cuda`` and ``torch.accelerator`` functions a training script calls,
+``torch.load``, ``torch.compile`` and the few constructors that insist on a
+device (DDP's ``device_ids``, a ``DeviceMesh`` of ``"cuda"``, ``autocast``).
+Each stand-in answers only in a thread that holds a virtual GPU and calls
+torch's own function everywhere else; the patches are counted in and out,
+and the last rank out puts torch back as it was.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from types import SimpleNamespace
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from . import cuda as _c
+
+CPU = torch.device("cpu")
+_PARSE_TO = torch._C._nn._parse_to
+
+
+def host(d):
+    """``d`` with a CUDA device (``torch.device``, ``"cuda[:N]"``, an index) replaced by the CPU (checked)."""
+    if isinstance(d, torch.device) and d.type == "cuda":
+        _c.index(d)
+        return CPU
+    if isinstance(d, str) and d.startswith("cuda"):
+        _c.index(d)
+        return CPU
+    if isinstance(d, int) and not isinstance(d, bool):
+        _c.index(d)
+        return CPU
+    return d
+
+
+class DeviceMode(TorchFunctionMode):
+    """CUDA devices named in torch calls become the CPU (see the module)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if "device" in kwargs:
+            kwargs = {**kwargs, "device": host(kwargs["device"])}
+        if func is torch.Tensor.to and len(args) > 1:
+            args = (args[0], host(args[1]), *args[2:])
+        elif func is _PARSE_TO and args:  # Module.to's parser
+            args = (host(args[0]), *args[1:])
+        elif func is torch.Tensor.cuda or func is torch.Tensor.pin_memory:
+            if func is torch.Tensor.cuda and args[1:]:
+                _c.index(args[1])
+            return args[0]
+        elif func is torch.Tensor.is_pinned:
+            return True
+        return func(*args, **kwargs)
+
+
+def _props(_device=None) -> SimpleNamespace:
+    g = _c.gpu()
+    return SimpleNamespace(name=g.name, total_memory=80 * 2**30, major=9, minor=0, multi_processor_count=132)
+
+
+def _load(orig, *args, map_location=None, **kwargs):
+    if isinstance(map_location, dict):
+        map_location = {k: "cpu" for k in map_location}
+    elif not callable(map_location) and map_location is not None:
+        map_location = host(map_location)
+    return orig(*args, map_location=map_location, **kwargs)
+
+
+def _ddp_init(orig, self, module, device_ids=None, output_device=None, *args, **kwargs):
+    for d in device_ids or ():
+        _c.index(d)
+    return orig(self, module, None, None, *args, **kwargs)  # the module lives on the CPU underneath
+
+
+def _mesh_init(orig, self, device_type, *args, **kwargs):
+    return orig(self, "cpu" if device_type == "cuda" else device_type, *args, **kwargs)
+
+
+def _autocast_init(orig, self, device_type, *args, **kwargs):
+    return orig(self, "cpu" if device_type == "cuda" else device_type, *args, **kwargs)
+
+
+def _const(value):
+    return lambda *a, **k: value
+
+
+def _table() -> list[tuple[object, str, object]]:
+    """(owner, attribute, stand-in for a rank thread): every patch (see the module)."""
+    import torch.distributed.device_mesh as dm
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    c, acc, nvtx, none = torch.cuda, torch.accelerator, torch.cuda.nvtx, _const(None)
+    graphs, nvml, kernels = "CUDA graphs", "NVML, the GPU's management library", "custom CUDA kernels"
+    rows = [
+        (c, "is_available", _const(True)),
+        (c, "is_initialized", _const(True)),
+        (c, "init", none),
+        (c, "device_count", lambda: _c.gpu().count),
+        (c, "set_device", _c.set_device),
+        (c, "current_device", _c.current_device),
+        (c, "synchronize", _c.synchronize),
+        (c, "Event", _c.Event),
+        (c, "Stream", _c.Stream),
+        (c, "stream", _c.stream),
+        (c, "current_stream", _c.current_stream),
+        (c, "default_stream", _c.current_stream),
+        (c, "device", _c.device),
+        (c, "memory_allocated", _c.memory_allocated),
+        (c, "max_memory_allocated", _c.max_memory_allocated),
+        (c, "memory_reserved", _c.memory_allocated),
+        (c, "max_memory_reserved", _c.max_memory_allocated),
+        (c, "reset_peak_memory_stats", _c.reset_peak_memory_stats),
+        (c, "reset_max_memory_allocated", _c.reset_peak_memory_stats),
+        (c, "empty_cache", none),
+        (c, "manual_seed", none),
+        (c, "manual_seed_all", none),
+        (c, "get_device_name", _c.get_device_name),
+        (c, "get_device_properties", _props),
+        (c, "get_device_capability", _const((9, 0))),
+        (c, "is_bf16_supported", _const(True)),
+        (c, "is_current_stream_capturing", _const(False)),
+        (nvtx, "range_push", none),
+        (nvtx, "range_pop", none),
+        (nvtx, "mark", none),
+        (acc, "is_available", _const(True)),
+        (acc, "device_count", lambda: _c.gpu().count),
+        (acc, "current_accelerator", _const(torch.device("cuda"))),
+        (acc, "set_device_index", _c.set_device),
+        (acc, "set_device_idx", _c.set_device),
+        (acc, "current_device_index", _c.current_device),
+        (acc, "current_device_idx", _c.current_device),
+        (acc, "device_index", _c.device),
+        (acc, "synchronize", _c.synchronize),
+        (acc, "current_stream", _c.current_stream),
+        (acc, "set_stream", lambda s: setattr(_c.gpu(), "stream", s)),
+        (acc, "memory_allocated", _c.memory_allocated),
+        (acc, "max_memory_allocated", _c.max_memory_allocated),
+        (acc, "reset_peak_memory_stats", _c.reset_peak_memory_stats),
+        (acc, "empty_cache", none),
+        (torch, "load", functools.partial(_load, torch.load)),
+        (torch, "compile", _c.refuse("torch.compile", "GPU code generation")),
+        (c, "CUDAGraph", _c.refuse("torch.cuda.CUDAGraph", graphs)),
+        (c, "graph", _c.refuse("torch.cuda.graph", graphs)),
+        (c, "make_graphed_callables", _c.refuse("torch.cuda.make_graphed_callables", graphs)),
+        (acc, "Graph", _c.refuse("torch.accelerator.Graph", graphs)),
+    ]
+    rows += [(c, f, _c.refuse(f"torch.cuda.{f}", nvml)) for f in ("utilization", "temperature", "power_draw")]
+    rows += [(c, f, _c.refuse(f"torch.cuda.{f}", nvml)) for f in ("clock_rate", "memory_usage")]
+    try:
+        import torch.utils.cpp_extension as ext
+
+        rows += [
+            (ext, f, _c.refuse(f"torch.utils.cpp_extension.{f}", kernels)) for f in ("load", "load_inline")
+        ]
+    except ImportError:  # pragma: no cover - a torch without it has nothing to refuse
+        pass
+    rows += [
+        (DDP, "__init__", functools.partial(_ddp_init, DDP.__init__)),
+        (dm.DeviceMesh, "__init__", functools.partial(_mesh_init, dm.DeviceMesh.__init__)),
+        (torch.amp.autocast, "__init__", functools.partial(_autocast_init, torch.amp.autocast.__init__)),
+    ]
+    return rows
+
+
+def _scoped(orig, virtual, method: bool):
+    """``virtual`` in a thread with a virtual GPU, ``orig`` elsewhere."""
+    if method:
+
+        def stand_in(self, *args, **kwargs):
+            return (virtual if _c.gpu() is not None else orig)(self, *args, **kwargs)
+    else:
+
+        def stand_in(*args, **kwargs):
+            return (virtual if _c.gpu() is not None else orig)(*args, **kwargs)
+
+    stand_in.__wrapped__ = orig
+    stand_in.__name__ = getattr(orig, "__name__", "stand_in")
+    stand_in.__doc__ = getattr(orig, "__doc__", None)
+    return stand_in
+
+
+_lock = threading.Lock()
+_count = 0
+_saved: list[tuple[object, str, object, bool]] = []
+
+
+def _install() -> None:
+    for owner, name, virtual in _table():
+        had = name in vars(owner)
+        orig = getattr(owner, name, None)
+        method = isinstance(owner, type) and name == "__init__"
+        if orig is None or isinstance(virtual, type):  # a class stays one (torch tests isinstance of events)
+            setattr(owner, name, virtual if isinstance(virtual, type) else _scoped(virtual, virtual, False))
+        else:
+            setattr(owner, name, _scoped(orig, virtual, method))
+        _saved.append((owner, name, orig, had))
+
+
+def _uninstall() -> None:
+    while _saved:
+        owner, name, orig, had = _saved.pop()
+        if had:
+            setattr(owner, name, orig)
+        else:
+            delattr(owner, name)
+
+
+class installed:
+    """The patches stay while any rank holds one of these (see the module)."""
+
+    def __enter__(self) -> None:
+        global _count
+        with _lock:
+            if _count == 0:
+                _install()
+            _count += 1
+
+    def __exit__(self, *exc) -> None:
+        global _count
+        with _lock:
+            _count -= 1
+            if _count == 0:
+                _uninstall()
