@@ -18,7 +18,7 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-from ..errors import CollectiveTimeout, PeerError
+from ..errors import CollectiveTimeout, DeadlockError, PeerError
 
 # The tag of every message of a collective. A user's own send and receive
 # (tag 0 by default, as in torch.distributed) never match a collective's
@@ -81,7 +81,7 @@ class NotInGroup(ValueError):
     torch.distributed, a call on such a group does nothing."""
 
 
-class TransportDeadlock(TransportTimeout):
+class TransportDeadlock(TransportTimeout, DeadlockError):
     """Every rank still running waits on another: nothing can ever arrive.
 
     Only the local world can see all ranks at once and so detect this; the
