@@ -1,6 +1,8 @@
 """The argument check at scale: one all-reduce on thousands of virtual ranks, wall time and peak memory.
 
-Not a test: it prints what it measured on the machine at hand. Each row is a
+Not a test: it prints what it measured on the machine at hand (CPU seconds
+beside wall seconds: a run resumes one rank at a time, so on a quiet machine
+its wall time is about its CPU time; on a loaded one, more). Each row is a
 fresh process (so its peak resident memory is this run's alone) that runs
 one ``size``-byte all-reduce (``auto``, real float32 data) on every rank of a
 DGX H100 cluster, with the package's argument check on (``check=True``, the
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -39,8 +42,10 @@ def child(ranks: int, size: int, check: bool) -> None:
     run = virtual.run(step, "dgx_h100", ranks // 8)
     wall = time.perf_counter() - t0
     right = ranks * (ranks - 1) / 2
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
-    row = {"ranks": ranks, "check": check, "wall_s": wall, "peak_gib": peak, "virtual_s": run.elapsed}
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    peak, cpu = use.ru_maxrss / 2**20, use.ru_utime + use.ru_stime  # KiB -> GiB; s
+    row = {"ranks": ranks, "check": check, "wall_s": wall, "cpu_s": cpu, "peak_gib": peak}
+    row["virtual_s"] = run.elapsed
     row["correct"] = all(r == right for r in run.results)
     print(json.dumps(row))
 
@@ -58,7 +63,10 @@ def main() -> None:
     for r in args.ranks:
         if r < 8 or r % 8:
             ap.error(f"--ranks {r}: give a multiple of 8 (whole DGX nodes)")
-    print(f"{'ranks':>6} {'check':>5} {'wall (s)':>9} {'peak (GiB)':>10} {'virtual (ms)':>12} right  target")
+    print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(
+        f"{'ranks':>6} {'check':>5} {'wall (s)':>9} {'CPU (s)':>8} {'peak (GiB)':>10} {'virtual (ms)':>12} right  target"
+    )
     for ranks in args.ranks:
         for check in checks:
             cmd = [sys.executable, __file__, "--child", "--ranks", str(ranks), "--size", str(args.size)]
@@ -70,7 +78,7 @@ def main() -> None:
             wall_t, mem_t = TARGET.get(ranks, (None, None)) if check else (None, None)
             target = f"<= {wall_t:g} s, <= {mem_t:g} GiB" if wall_t else ""
             print(
-                f"{ranks:>6} {check!s:>5} {row['wall_s']:9.1f} {row['peak_gib']:10.2f} "
+                f"{ranks:>6} {check!s:>5} {row['wall_s']:9.1f} {row['cpu_s']:8.1f} {row['peak_gib']:10.2f} "
                 f"{1e3 * row['virtual_s']:12.3f} {row['correct']!s:>5}  {target}"
             )
 
