@@ -65,9 +65,7 @@ def current() -> Actor:
     """The actor running in this thread (raises outside a virtual run)."""
     actor = getattr(_here, "actor", None)
     if actor is None:
-        raise RuntimeError(
-            "this needs a virtual run: call it inside a function given to mycollectives.virtual.run"
-        )
+        raise RuntimeError("this needs a virtual run: call it inside a function given to virtual.run")
     return actor
 
 
@@ -236,8 +234,6 @@ class Maestro:
                 a.error = Aborted()
                 return a
         return None
-
-    # --- the whole run --------------------------------------------------------
 
     def start(self) -> None:
         """Resume the first actor from the run's thread, then wait for the run to finish. A run
