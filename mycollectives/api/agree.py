@@ -26,6 +26,7 @@ import torch
 
 from .. import symmetric
 from ..algorithms import ALIASES, COLLECTIVES, algorithms, schedule_for
+from ..collectives import record
 from ..errors import CollectiveError
 from ..executor import execute
 from ..ops import ReduceOp
@@ -104,16 +105,49 @@ def handshake(t: Transport, fn, algorithm, meta, err, opts, heap=None) -> np.nda
     where the call's tensor lies in symmetric memory
     (:class:`~mycollectives.symmetric.Placement`), or None. On a group with
     symmetric memory the descriptors meet in its control block's mailboxes,
-    one barrier on the signal pads instead of a round of messages."""
+    one barrier on the signal pads instead of a round of messages.
+
+    Elsewhere the check is linear in the ranks: one all-reduce of each field's
+    largest and smallest value tells whether every rank holds the same
+    descriptor, with no error and no split sizes; then every row is this rank's
+    (a read-only view, no copy). Only a disagreement, an error, or all-to-all's
+    split sizes gather every rank's descriptor, so that the message can name
+    who differs."""
     p = t.world_size
-    mine = _describe(fn, algorithm, meta, err, opts, p, heap)
     meet = symmetric.control(t) or (heap.handle if heap is not None else None)
     if meet is not None:
-        return _through_heap(meet, mine, opts.timeout or t.timeout, fn)
-    mine = torch.from_numpy(mine)
-    width = mine.numel()
+        return _through_heap(
+            meet, _describe(fn, algorithm, meta, err, opts, p, heap), opts.timeout or t.timeout, fn
+        )
+    mine = _describe(fn, algorithm, meta, err, opts, 0, heap)
+    head = torch.from_numpy(np.concatenate([mine[:_HEAD], -mine[:_HEAD]])).to(t.device)
+    sched = schedule_for("all_reduce", "recursive_doubling", p, count=head.numel())
+    execute(sched, t, {WORK: head}, _largest, opts.timeout, f"{fn} (argument check)")
+    head = head.cpu().numpy()
+    same = (head[:_HEAD] == -head[_HEAD:]).all() and head[0] == 0 and head[_MAGIC_AT] == MAGIC
+    if same and not _split_call(fn):
+        return np.broadcast_to(mine, (p, len(mine)))
+    if same:  # every rank calls the same all-to-all: gather the split sizes
+        mine = _describe(fn, algorithm, meta, err, opts, p, heap)
+    return _gather(t, mine, opts, fn)
+
+
+def _largest(acc: torch.Tensor, x: torch.Tensor) -> None:
+    torch.maximum(acc, x, out=acc)
+
+
+def _split_call(fn: str) -> bool:
+    """Whether ``fn`` takes split sizes (its descriptor then carries them)."""
+    try:
+        return record(fn).split
+    except (KeyError, ValueError):
+        return False
+
+
+def _gather(t: Transport, mine: np.ndarray, opts, fn: str) -> np.ndarray:
+    p, width = t.world_size, len(mine)
     everyone = torch.zeros(p * width, dtype=torch.int64, device=t.device)
-    everyone[t.rank * width : (t.rank + 1) * width] = mine.to(t.device)
+    everyone[t.rank * width : (t.rank + 1) * width] = torch.from_numpy(mine).to(t.device)
     sched = schedule_for("all_gather", "bruck", p, count=width)
     execute(sched, t, {WORK: everyone}, None, opts.timeout, f"{fn} (argument check)")
     return everyone.cpu().numpy().reshape(p, width)

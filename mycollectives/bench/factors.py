@@ -14,6 +14,7 @@ import re
 
 import torch
 
+from ..cliargs import LARGEST
 from ..collectives import busbw_factor
 
 # names nccl-tests prints in its ``type`` column
@@ -42,7 +43,10 @@ def parse_size(text: str | int) -> int:
     m = re.fullmatch(r"\s*(\d+)\s*([kKmMgGtT]?)[bB]?\s*", str(text))
     if not m:
         raise ValueError(f"size {text!r}: expected bytes such as 8, 64K, 16M or 1G")
-    return int(m.group(1)) << (10 * " KMGT".index(m.group(2).upper() or " "))
+    n = int(m.group(1)) << (10 * " KMGT".index(m.group(2).upper() or " "))
+    if n > LARGEST:
+        raise ValueError(f"size {text!r}: more bytes than a tensor can hold (at most 2**63 - 1)")
+    return n
 
 
 def format_size(nbytes: int) -> str:

@@ -64,7 +64,12 @@ def check_step_time(answer, buckets: int = 4, nbytes: int = 16 << 20, seconds: f
     """The exercise: the overlapped step's time on one DGX H100, predicted from one bucket's all-reduce time."""
     need(answer, "step_time, in seconds")
     got = virtual.run(
-        bucketed_step, "dgx_h100", 1, (buckets, nbytes, seconds, True), timeout=300, compute=virtual.NETWORK_ONLY
+        bucketed_step,
+        "dgx_h100",
+        1,
+        (buckets, nbytes, seconds, True),
+        timeout=300,
+        compute=virtual.NETWORK_ONLY,
     )
     want = max(got.results)
     passed(

@@ -23,7 +23,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from ..cliargs import finite, integer, number
 from ..memory.vendor import A100, H100, GPUSpec
+from ..sim.expect import MAX_NODES
 from ..topology import cluster
 from .config import PRESETS, ModelConfig
 from .layout import RECOMPUTE, Layout
@@ -46,23 +48,25 @@ class Parser(argparse.ArgumentParser):
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog="python -m mycollectives.parallel.calculator", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", required=True, choices=sorted(MODELS), help="a preset model")
-    p.add_argument("--seq", type=int, help="tokens per sequence (default: the model's)")
+    p.add_argument("--seq", type=integer(1), help="tokens per sequence (default: the model's)")
     p.add_argument("--cluster", required=True, help="NODE:NODES, e.g. dgx_h100:16")
     for axis in ("tp", "cp", "pp", "ep", "virtual", "micro-batch"):
         p.add_argument(f"--{axis}", default=None, help=f"{axis} degree (a comma list with --search)")
-    p.add_argument("--dp", type=int, help="data-parallel degree (default: the GPUs left)")
+    p.add_argument("--dp", type=integer(1), help="data-parallel degree (default: the GPUs left)")
     p.add_argument("--zero", default=None, help="ZeRO stage 0-3 (a comma list with --search)")
-    p.add_argument("--shard", type=int, help="HSDP shard group (with --zero 3)")
+    p.add_argument("--shard", type=integer(1), help="HSDP shard group (with --zero 3)")
     p.add_argument("--no-sp", action="store_true", help="no sequence parallelism (default: on when tp > 1)")
-    p.add_argument("--microbatches", type=int, help="micro-batches per step (default: --batch / dp, or 1)")
-    p.add_argument("--batch", type=int, help="sequences per step (the global batch)")
+    p.add_argument(
+        "--microbatches", type=integer(1), help="micro-batches per step (default: --batch / dp, or 1)"
+    )
+    p.add_argument("--batch", type=integer(1), help="sequences per step (the global batch)")
     p.add_argument("--recompute", default=None, help=f"one of {RECOMPUTE} (a comma list with --search)")
-    p.add_argument("--tflops", type=float, help="TFLOP/s a GPU sustains (default: its bf16 peak)")
+    p.add_argument("--tflops", type=number(above=0), help="TFLOP/s a GPU sustains (default: its bf16 peak)")
     p.add_argument("--overlap", action="append", default=[], metavar="KIND=FRACTION",
                    help="data, fsdp, context or tensor overlap fraction (repeatable)")  # fmt: skip
     p.add_argument("--method", choices=("model", "sim"), default="model", help="cost model or simulator")
     p.add_argument("--search", action="store_true", help="list the layouts that fit, fastest first")
-    p.add_argument("--top", type=int, default=10, help="how many layouts --search prints")
+    p.add_argument("--top", type=integer(1), default=10, help="how many layouts --search prints")
     return p
 
 
@@ -92,9 +96,22 @@ def parse_cluster(text: str) -> tuple[str, int, GPUSpec]:
     node, _, count = text.partition(":")
     if node not in GPUS:
         raise BadInput(f"--cluster: node must be one of {sorted(GPUS)}, got {node!r}")
-    if not count.isdigit() or int(count) < 1:
-        raise BadInput(f"--cluster: expected NODE:NODES with NODES a positive integer, got {text!r}")
+    if not count.isdigit() or not 1 <= int(count) <= MAX_NODES:
+        raise BadInput(
+            f"--cluster: expected NODE:NODES with NODES an integer from 1 to {MAX_NODES}, got {text!r}"
+        )
     return node, int(count), GPUS[node]
+
+
+def check_tflops(tflops: float | None, gpu: GPUSpec) -> None:
+    """A sustained rate is at most the GPU's bf16 dense peak, and at least 0.1 % of it (MFU 0.1 %):
+    below that the step takes longer than any training run, and is not a layout's question."""
+    peak = gpu.peak_flops["bf16"] / 1e12
+    if tflops is not None and not peak / 1000 <= tflops <= peak:
+        raise BadInput(
+            f"--tflops: expected a rate from {peak / 1000:g} to {peak:g} TFLOP/s (0.1 % to 100 % of the "
+            f"{gpu.name}'s bf16 dense peak), got {tflops:g}"
+        )
 
 
 def parse_overlap(items: Sequence[str]) -> Overlap:
@@ -104,9 +121,11 @@ def parse_overlap(items: Sequence[str]) -> Overlap:
         if kind not in ("data", "fsdp", "context", "tensor"):
             raise BadInput(f"--overlap: kind must be data, fsdp, context or tensor, got {item!r}")
         try:
-            fractions[kind] = float(value)
+            fractions[kind] = finite(float(value), "--overlap", least=0, most=1)
         except ValueError:
-            raise BadInput(f"--overlap: expected KIND=FRACTION, got {item!r}") from None
+            raise BadInput(
+                f"--overlap: expected KIND=FRACTION with a FRACTION from 0 to 1, got {item!r}"
+            ) from None
     return Overlap(**fractions)
 
 
@@ -151,14 +170,11 @@ def search_table(found: list[StepReport], top: int, gpus: int, batch: int) -> st
 
 def run(argv: Sequence[str] | None) -> str:
     args = parser().parse_args(argv)
-    for name in ("seq", "dp", "shard", "microbatches", "batch", "top", "tflops"):
-        value = getattr(args, name)
-        if value is not None and value <= 0:
-            raise BadInput(f"--{name}: expected a positive number, got {value}")
     model = MODELS[args.model]
     if args.seq:
         model = model.with_seq(args.seq)
     node, nodes, gpu = parse_cluster(args.cluster)
+    check_tflops(args.tflops, gpu)
     topology = cluster(node, nodes if args.method == "sim" else min(nodes, 2))
     gpus = nodes * topology.gpus_per_node
     kw = dict(

@@ -11,6 +11,7 @@ usually on one leaf; ranks half the cluster apart never are.
 
 from __future__ import annotations
 
+from ..cliargs import finite
 from .graph import NET, PCI, Builder, Topology
 from .presets import IB_RAW, IB_USABLE_FRACTION, PCIE_RAW, PCIE_USABLE_FRACTION
 
@@ -28,7 +29,8 @@ def one_gpu_per_node(
     >>> t.path(0, 1), len(t.path(0, 8))
     (['gpu0', 'n0.nic', 'leaf0', 'n1.nic', 'gpu1'], 7)
     """
-    if nodes < 1 or nodes_per_leaf < 1 or oversubscription <= 0:
+    finite(oversubscription, "oversubscription", above=0, where="one_gpu_per_node")
+    if nodes < 1 or nodes_per_leaf < 1:
         raise ValueError(
             f"one_gpu_per_node: nodes={nodes} and nodes_per_leaf={nodes_per_leaf} must be >= 1 "
             f"and oversubscription={oversubscription} > 0"

@@ -10,6 +10,7 @@ spine.
 
 from __future__ import annotations
 
+from ..cliargs import finite
 from ..nccl.constants import NVLS_EFFICIENCY
 from .graph import NET, NVLINK, PCI, Builder, Topology
 from .nodes import (
@@ -101,7 +102,8 @@ def _check_cluster(spec, nodes, gpus, nics, fabric, nodes_per_leaf, oversubscrip
         raise ValueError(f"cluster: nics_per_node={nics} must divide the node's {gpus} GPUs")
     if fabric not in ("rail", "fat_tree"):
         raise ValueError(f"cluster: fabric must be 'rail' or 'fat_tree', got {fabric!r}")
-    if oversubscription <= 0 or nodes_per_leaf < 1:
+    finite(oversubscription, "oversubscription", above=0, where="cluster")
+    if nodes_per_leaf < 1:
         raise ValueError("cluster: oversubscription must be > 0 and nodes_per_leaf >= 1")
 
 

@@ -143,6 +143,12 @@ def transport_for(group=None, timeout: float | None = None):
     import torch.distributed as dist
 
     key = dist.group.WORLD if group is None else group
+    if key is None:
+        raise ValueError(
+            "no group given, and this thread runs no rank (of a local world or a virtual run) and "
+            "torch.distributed is not initialized; a thread started inside a rank: pass group= the rank's "
+            "transport"
+        )
     t = _transports.get(key)
     if t is None:
         default = next(iter(TRANSPORTS))

@@ -28,7 +28,7 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-from ..errors import CollectiveTimeout, PeerError
+from ..errors import CollectiveTimeout, DeadlockError, PeerError
 from ..flight.ident import job_id
 from .contract import Capabilities
 from .lane import Lane
@@ -94,7 +94,7 @@ class NotInGroup(ValueError):
     torch.distributed, a call on such a group does nothing."""
 
 
-class TransportDeadlock(TransportTimeout):
+class TransportDeadlock(TransportTimeout, DeadlockError):
     """Every rank still running waits on another: nothing can ever arrive.
 
     Only the local world can see all ranks at once and so detect this; the

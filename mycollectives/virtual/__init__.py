@@ -69,9 +69,9 @@ A training script written for ``torchrun`` runs unmodified with the launcher
 from __future__ import annotations
 
 import math
-import numbers
 
 from .. import timing as _timing
+from ..cliargs import finite
 from . import maestro as _m
 from .compute import GPU_ROOFLINES, paused, roofline_of
 from .rates import KERNEL_FLOOR, NETWORK_ONLY, ROOFLINE, Rates
@@ -118,10 +118,7 @@ def compute(seconds: float | None = None, *, flops: float | None = None, bytes: 
     actor = _m.current()
     given = {k: v for k, v in (("seconds", seconds), ("flops", flops), ("bytes", bytes)) if v is not None}
     for k, v in given.items():
-        if not isinstance(v, numbers.Real) or isinstance(v, bool) or not math.isfinite(v) or v < 0:
-            raise ValueError(
-                f"virtual.compute on rank {actor.rank}: {k} must be a finite number >= 0, got {v!r}"
-            )
+        finite(v, k, least=0, where=f"virtual.compute on rank {actor.rank}")
     if not given or ("seconds" in given and len(given) > 1):
         raise ValueError(f"virtual.compute on rank {actor.rank}: give seconds=, or flops= and/or bytes=")
     charge = actor.state["charge"]
@@ -131,6 +128,11 @@ def compute(seconds: float | None = None, *, flops: float | None = None, bytes: 
         t = max((flops or 0) / (charge.roof.peak_flops * charge.rates.gemm),
                 (bytes or 0) / (charge.roof.bandwidth * charge.rates.hbm))  # fmt: skip
     before = actor.clock
+    if not math.isfinite(before + t * charge.slow):
+        raise ValueError(
+            f"virtual.compute on rank {actor.rank}: {t:g} s of work (times its slowness, {charge.slow:g}) "
+            "takes its clock past any finite time"
+        )
     charge.charge(t)
     return actor.clock - before
 

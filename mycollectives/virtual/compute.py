@@ -91,6 +91,10 @@ def _gpu_of(topology) -> str:
 def roofline_of(topology, dtype: torch.dtype = torch.bfloat16) -> Roofline:
     """The roofline of the cluster's GPU (from the node it was built from; H100 if it says
     none) for ``dtype``: the tensor-core peak for 16-bit types, the FP32 rate otherwise."""
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(
+            f"roofline_of: argument 'dtype' must be a torch.dtype, e.g. torch.bfloat16, got {dtype!r}"
+        )
     gpu = _gpu_of(topology)
     roof = GPU_ROOFLINES[gpu]
     if dtype in _TENSOR_CORE_DTYPES:

@@ -26,7 +26,7 @@ from .threads import raise_in
 
 _here = threading.local()
 POLL = 1e-6  # virtual seconds one unsuccessful poll (is_completed) costs
-STOP_GRACE = 30.0  # wall seconds an abandoned run waits for the rank in control to reach Python code
+STOP_GRACE = 30.0  # wall seconds an abandoned run waits for the actor in control to stop
 
 
 class Aborted(BaseException):
@@ -65,9 +65,7 @@ def current() -> Actor:
     """The actor running in this thread (raises outside a virtual run)."""
     actor = getattr(_here, "actor", None)
     if actor is None:
-        raise RuntimeError(
-            "this needs a virtual run: call it inside a function given to mycollectives.virtual.run"
-        )
+        raise RuntimeError("this needs a virtual run: call it inside a function given to virtual.run")
     return actor
 
 
@@ -109,9 +107,9 @@ class Maestro:
         return actor
 
     def _main(self, actor: Actor, body) -> None:
-        actor.go.acquire()
-        _here.actor = actor
         try:
+            actor.go.acquire()
+            _here.actor = actor
             if actor.error is not None:
                 raise actor.error
             body(actor)
@@ -237,8 +235,6 @@ class Maestro:
                 return a
         return None
 
-    # --- the whole run --------------------------------------------------------
-
     def start(self) -> None:
         """Resume the first actor from the run's thread, then wait for the run to finish. A run
         that outlives its wall-clock timeout, or is interrupted (Ctrl-C), is stopped (:meth:`halt`)."""
@@ -264,29 +260,27 @@ class Maestro:
         self._join(time.monotonic() + STOP_GRACE)
 
     def _holder(self) -> str:
-        holder = self.running
-        return holder.name if holder is not None else "none (the run had not started)"
+        return self.running.name if self.running is not None else "none (the run had not started)"
 
     def halt(self, why: BaseException, grace: float | None = None) -> None:
-        """Stop every actor of an abandoned run and wait for their threads to end.
-
-        The actor in control gets :class:`Aborted` raised in its thread at its next Python
-        instruction (one in C code, a ``time.sleep``, when that returns); the others are stopped
-        one at a time, as a failure stops them. An actor still in control after ``grace`` seconds
-        (default :data:`STOP_GRACE`; blocked for good outside Python) is left behind, named in a
-        note on ``why``, and the others are stopped without it."""
+        """Stop every actor of an abandoned run and wait for their threads to end: one in control that
+        makes no progress gets :class:`Aborted` raised in its thread at its next Python instruction
+        (after a ``time.sleep`` returns); the others stop one at a time, as after a failure. One still
+        in control after ``grace`` s (:data:`STOP_GRACE`) is left behind, named in a note on ``why``."""
         self.stopping = True
         deadline = time.monotonic() + (STOP_GRACE if grace is None else grace)
         if self.running is None and not self.finished.is_set():  # nothing started yet
             self._dispatch()
-        hit = None
+        hit, seen = None, -1
         while not self.finished.wait(0.05):
-            holder = self.running
-            if holder is not None and holder is not hit:
+            holder, progress = self.running, self.switches != seen
+            seen = self.switches
+            if holder is not None and not holder.thread.is_alive():
+                holder.done = True
+                self._dispatch()  # it ended while handing control over: hand it over from here
+            elif holder is not None and holder is not hit and not progress:  # stuck in its own code
                 hit = holder
                 raise_in(holder.thread, Aborted)
-            elif holder is not None and holder.done and not holder.thread.is_alive():
-                self._dispatch()  # it ended while handing control over: hand it over from here
             elif time.monotonic() > deadline:
                 break
         stuck = self.running if not self.finished.is_set() else None

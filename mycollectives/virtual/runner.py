@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import importlib
 import numbers
+import os
 import time
 import weakref
 from collections.abc import Callable, Sequence
@@ -196,7 +196,7 @@ def run(
     def body(actor: _m.Actor) -> None:
         r = actor.rank
         charges[r] = actor.state["charge"] = Charge(actor, roof, slow.get(r, 1.0), world.span, fp32, rates)
-        with _rank(VirtualTransport(world, tuple(range(p)), r, local_size=topo.gpus_per_node), hooks):
+        with _rank(VirtualTransport(world, tuple(range(p)), r, local_size=min(topo.gpus_per_node, p)), hooks):
             with charges[r]:
                 results[r] = fn(r, *args)
 

@@ -249,7 +249,7 @@ class VirtualTransport(TransportBase):
         key = (self.namespace, self.rank, dst, tag)
         waiting = self.cluster.recvs[key]
         if waiting:
-            self._match(waiting.popleft(), letter)
+            self._match(waiting.popleft(), letter, self.rank)
         else:
             self.cluster.sends[key].append(letter)
         nbytes = int(tensor.numel() * tensor.element_size() * wire)  # on the wire (the protocol's flags)
@@ -270,18 +270,18 @@ class VirtualTransport(TransportBase):
         done = _m.Activity(f"receive from rank {src}" + (f" ({label.collective})" if label else ""))
         work = VirtualWork(self, done, tensor)
         if box:
-            self._match(work, box.popleft())
+            self._match(work, box.popleft(), src)
         else:
             self.cluster.recvs[key].append(work)
         return work
 
-    def _match(self, work: VirtualWork, letter: _Letter) -> None:
-        """A receive meets its message: done when the message has arrived (now, if it has)."""
+    def _match(self, work: VirtualWork, letter: _Letter, src: int) -> None:
+        """A receive meets the message from rank ``src``: done when the message has arrived (now, if it has)."""
         have = (letter.src if letter.src is not None else letter.data).numel()
         if have != work.tensor.numel():
             raise ValueError(
-                f"rank {work.t.rank}: a message of {have} elements met a receive of {work.tensor.numel()} "
-                f"(from rank {letter.arrived.what})"
+                f"rank {work.t.rank}: a message of {have} elements from rank {src} met a receive of "
+                f"{work.tensor.numel()} elements (a send and its receive must have the same size)"
             )
         letter.work = work
         maestro = self.cluster.maestro
