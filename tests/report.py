@@ -1,14 +1,16 @@
 """The end of a ``make test`` or ``make test-fast`` run: where the time went, and one closing line.
 
-``python tests/report.py _build/reports/*.xml`` reads the JUnit XML files of
-the run's pytest invocations and prints the slowest ten tests of the whole
-run, then (when the book was built) the slowest ten pages and cells of the
+``python tests/report.py _build/junit/*.xml`` reads the JUnit XML files of
+the run's pytest invocations and prints how many pages, cells and outputs
+nbval checked (``tests/test_outputs.py`` records them), the slowest ten tests
+of the whole run, then (when the book was built) the slowest ten pages and cells of the
 build (``tests/outputs.py``), then ``summary: N passed, N failed, N skipped``
 over every invocation. Its exit status is 1 when a test failed or none ran.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -33,8 +35,18 @@ def report(paths: list[Path], n: int = 10) -> tuple[str, int]:
         kinds = {child.tag for child in case}
         what = "failed" if kinds & {"failure", "error"} else "skipped" if "skipped" in kinds else "passed"
         counts[what] += 1
+    nbval = [
+        json.loads(p.get("value")) for c in cases for p in c.iter("property") if p.get("name") == "nbval"
+    ]
     timed = sorted(((float(c.get("time", 0)), _name(c)) for c in cases), reverse=True)[:n]
-    lines = [f"slowest {n} tests of this run (setup, call and teardown):"]
+    lines = []
+    if nbval:
+        lines.append(
+            f"nbval, on the notebooks the book build executed: {len(nbval)} of {len(outputs.pages())} pages "
+            f"checked, {sum(c for _, c, _ in nbval)} code cells executed without error, "
+            f"{sum(k for _, _, k in nbval)} checked outputs compared with tests/expected_outputs/"
+        )
+    lines.append(f"slowest {n} tests of this run (setup, call and teardown):")
     lines += [f"  {s:7.1f} s  {name}" for s, name in timed]
     if any(outputs.executed_path(p).exists() for p in outputs.pages()):
         lines.append(outputs.slowest(n))
