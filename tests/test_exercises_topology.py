@@ -250,9 +250,7 @@ def test_protocol_choice():
         AssertionError, match="at 8 bytes you picked 'simple', but another protocol is faster"
     ):
         nccl_model.check_protocol_choice(lambda n: "simple")
-    with pytest.raises(
-        AssertionError, match=r"at \d+ bytes you picked 'll', but another protocol is faster"
-    ):
+    with pytest.raises(AssertionError, match=r"at \d+ bytes you picked 'll', but another protocol is faster"):
         nccl_model.check_protocol_choice(lambda n: "ll" if n < 1 << 28 else "simple")  # LL for too long
     with pytest.raises(
         AssertionError, match="but another protocol is faster"
