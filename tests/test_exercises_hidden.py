@@ -24,8 +24,13 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = sorted(
     p
-    for p in [*ROOT.glob("chapters/*.md"), *ROOT.glob("labs/*.md"), *ROOT.glob("appendix/*.md")]
-    if not p.name.startswith(("lab6_", "_"))
+    for p in [
+        *ROOT.glob("*.md"),
+        *ROOT.glob("chapters/*.md"),
+        *ROOT.glob("labs/*.md"),
+        *ROOT.glob("appendix/*.md"),
+    ]
+    if not p.name.startswith("_") and p.read_text().startswith("---\njupytext:")
 )
 CELL = re.compile(r"^```\{code-cell\}[^\n]*\n(.*?)^```$", re.S | re.M)
 EXERCISE = re.compile(r"^```\{exercise\}", re.M)

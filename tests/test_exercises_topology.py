@@ -9,8 +9,11 @@ import mycollectives as mc
 from mycollectives.book.exercises import ExerciseFailure, nccl_model
 from mycollectives.book.exercises import topology as ex
 from mycollectives.nccl import constants as K
+from mycollectives.nccl.model import time_us as nccl_model_time
+from mycollectives.sim.nccl import choose
 from mycollectives.sim.nccl import system as nccl_system
-from mycollectives.topology import NET, NVLINK, cluster, dgx_a100
+from mycollectives.sim.tuner import tune
+from mycollectives.topology import NET, NVLINK, cluster, dgx_a100, dgx_b200
 from tests.unanswered import assert_not_answered
 
 GIB = 1 << 30
@@ -247,9 +250,7 @@ def test_protocol_choice():
         AssertionError, match="at 8 bytes you picked 'simple', but another protocol is faster"
     ):
         nccl_model.check_protocol_choice(lambda n: "simple")
-    with pytest.raises(
-        AssertionError, match="at 4495360 bytes you picked 'll', but another protocol is faster"
-    ):
+    with pytest.raises(AssertionError, match=r"at \d+ bytes you picked 'll', but another protocol is faster"):
         nccl_model.check_protocol_choice(lambda n: "ll" if n < 1 << 28 else "simple")  # LL for too long
     with pytest.raises(
         AssertionError, match="but another protocol is faster"
@@ -311,3 +312,42 @@ def test_protocol_choice_on_an_a100(capsys):
     assert "Correct" in capsys.readouterr().out
     with pytest.raises(AssertionError, match="at 8 bytes .* another protocol is faster"):
         nccl_model.check_protocol_choice(lambda n: "ll128", dgx_a100())
+
+
+def _b200(nbytes: int, ll128_cap: bool = True) -> str:
+    """Chapter 4's exercise on one DGX B200, where LL128's per-channel ceiling binds
+    (16 channels of 45 GB/s: 0.92 x 720 = 662 GB/s against 16 x 40 = 640)."""
+    p, ring = 8, nccl_system(dgx_b200()).graphs["ring"]
+    bus = ring.channels * ring.bw_intra
+    per_channel = ring.channels * K.PER_CHANNEL_RING_LL128["blackwell"] if ll128_cap else float("inf")
+    cap = {
+        "Simple": bus,
+        "LL128": min(K.LL128_FACTOR * bus, per_channel),
+        "LL": min(K.LL_MAX_BW["blackwell"][0], K.RING_LL_FACTOR * bus),
+    }
+    lat = {pr: K.BASE_LATENCY["Ring"][pr] + 2 * (p - 1) * K.HW_LATENCY["NVLink"]["Ring"][pr] for pr in cap}
+    return min(cap, key=lambda pr: lat[pr] + nbytes / (1000 * cap[pr] * p / (2 * (p - 1))))
+
+
+def test_protocol_choice_on_a_b200_needs_the_ll128_cap(capsys):
+    nccl_model.check_protocol_choice(_b200, dgx_b200())
+    assert "Correct" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="picked 'LL128', but another protocol is faster"):
+        nccl_model.check_protocol_choice(lambda n: _b200(n, ll128_cap=False), dgx_b200())
+
+
+@pytest.mark.parametrize(
+    "librarys",
+    [
+        lambda n: choose("all_reduce", n, dgx_b200(), algorithms=["Ring"])[1],
+        lambda n: min(
+            K.PROTOCOLS,
+            key=lambda pr: nccl_model_time(nccl_system(dgx_b200()), "all_reduce", "Ring", pr, n),
+        ),
+        lambda n: tune("all_reduce", n, dgx_b200(), algorithms=["Ring"])[1],
+    ],
+    ids=["sim.nccl.choose", "nccl.model.time_us", "sim.tuner.tune"],
+)
+def test_protocol_choice_refuses_the_librarys_tuner(librarys):
+    with pytest.raises(AssertionError, match="called the package's model of NCCL's tuner"):
+        nccl_model.check_protocol_choice(librarys, dgx_b200())

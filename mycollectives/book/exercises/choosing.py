@@ -15,7 +15,6 @@ counted cost); a wrong answer gets a message that names the likely mistake.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from ...cost import Machine, crossover_size
 from ...verify import VerificationError, verify
 from .algorithms import choice_line
 from .answers import exercise, expect, near, need, number, passed
+from .watch import library_calls
 
 
 @exercise
@@ -61,27 +61,14 @@ def check_builder(
 
 
 def _refuse_the_librarys(fn: Callable, spec: Spec) -> None:
-    """Run ``fn(spec)`` once and fail if it called any code of the package's algorithms (a
-    registered builder, ``build``, ``schedule_for``): the exercise asks for a builder of one's own."""
+    """Fail if ``fn(spec)`` runs any code of the package's algorithms (a registered builder,
+    ``build``, ``schedule_for``): the exercise asks for a builder of one's own."""
     library = str(Path(_registry.__file__).parent)
-    called: list[str] = []
-
-    def watch(frame, event, arg):
-        if event == "call" and frame.f_code.co_filename.startswith(library):
-            called.append(f"{Path(frame.f_code.co_filename).stem}.{frame.f_code.co_name}")
-
     build.cache_clear()  # a cached schedule would come back without running the library's code
-    previous = sys.getprofile()
-    sys.setprofile(watch)
-    try:
-        fn(spec)
-    except Exception:  # noqa: BLE001 - the verification below reports what is wrong with it
-        pass
-    finally:
-        sys.setprofile(previous)
+    called = library_calls(fn, (spec,), lambda code: code.co_filename.startswith(library))
     if called:
         raise AssertionError(
-            f"your builder called the package's own algorithms ({', '.join(dict.fromkeys(called))}); "
+            f"your builder called the package's own algorithms ({', '.join(called)}); "
             "build the Round from the spec yourself with Round.of"
         )
 
