@@ -29,6 +29,7 @@ from .config import PRESETS, ModelConfig
 from .layout import RECOMPUTE, Layout
 from .search import search
 from .step import Overlap, Row, StepReport, step_time
+from .sustained import SUSTAINED, Sustained
 
 MODELS = {m.name.lower().replace("llama 3 ", "llama3_").replace(" ", "_"): m for m in PRESETS.values()}
 GPUS = {"dgx_a100": A100, "dgx_h100": H100}  # the nodes whose GPU the memory module describes
@@ -57,7 +58,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--microbatches", type=int, help="micro-batches per step (default: --batch / dp, or 1)")
     p.add_argument("--batch", type=int, help="sequences per step (the global batch)")
     p.add_argument("--recompute", default=None, help=f"one of {RECOMPUTE} (a comma list with --search)")
-    p.add_argument("--tflops", type=float, help="TFLOP/s a GPU sustains (default: its bf16 peak)")
+    p.add_argument("--tflops", type=float, help="TFLOP/s a GPU sustains (default: --mfu of its bf16 peak)")
+    p.add_argument(
+        "--mfu", type=float, help=f"sustained MFU in (0, 1] (default {SUSTAINED.mfu:.3f}: {SUSTAINED.source})"
+    )
     p.add_argument("--overlap", action="append", default=[], metavar="KIND=FRACTION",
                    help="data, fsdp, context or tensor overlap fraction (repeatable)")  # fmt: skip
     p.add_argument("--method", choices=("model", "sim"), default="model", help="cost model or simulator")
@@ -145,7 +149,8 @@ def search_table(found: list[StepReport], top: int, gpus: int, batch: int) -> st
             f"{r.layout.describe():66s}{r.step:8.2f}{100 * r.mfu:5.0f}%{r.memory['total'] / 1e9:5.0f}"
             f"{r.exposed:9.2f}{r.bubble:8.2f}"
         )
-    lines.append(f"{len(found)} layouts fit; the fastest {min(top, len(found))} shown")
+    lines.append(f"step times and MFU modelled, not measured, compute {found[0].assumption}; "
+                 f"{len(found)} layouts fit; the fastest {min(top, len(found))} shown")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -161,9 +166,12 @@ def run(argv: Sequence[str] | None) -> str:
     node, nodes, gpu = parse_cluster(args.cluster)
     topology = cluster(node, nodes if args.method == "sim" else min(nodes, 2))
     gpus = nodes * topology.gpus_per_node
+    if args.mfu is not None and args.tflops:
+        raise BadInput("give --mfu or --tflops, not both")
+    sustained = SUSTAINED if args.mfu is None else Sustained(args.mfu, "given (--mfu)")
     kw = dict(
         method=args.method, gpu=gpu, overlap=parse_overlap(args.overlap),
-        compute_rate=args.tflops * 1e12 if args.tflops else None,
+        compute_rate=args.tflops * 1e12 if args.tflops else None, sustained=sustained,
     )  # fmt: skip
     if not args.search:
         return step_time(model, layout_of(args, model, gpus), topology, **kw).table()
@@ -182,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         print(run(argv))
     except (BadInput, ValueError) as e:
-        print(f"calculator: error: {e}", file=sys.stderr)
+        print(f"calculator: error: {e}".replace("error: mfu:", "error: --mfu:"), file=sys.stderr)
         return 2
     return 0
 
