@@ -31,6 +31,7 @@ from .config import PRESETS, ModelConfig
 from .layout import RECOMPUTE, Layout
 from .search import search
 from .step import Overlap, Row, StepReport, step_time
+from .sustained import SUSTAINED, Sustained
 
 MODELS = {m.name.lower().replace("llama 3 ", "llama3_").replace(" ", "_"): m for m in PRESETS.values()}
 GPUS = {"dgx_a100": A100, "dgx_h100": H100}  # the nodes whose GPU the memory module describes
@@ -61,7 +62,14 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--batch", type=integer(1), help="sequences per step (the global batch)")
     p.add_argument("--recompute", default=None, help=f"one of {RECOMPUTE} (a comma list with --search)")
-    p.add_argument("--tflops", type=number(above=0), help="TFLOP/s a GPU sustains (default: its bf16 peak)")
+    p.add_argument(
+        "--tflops", type=number(above=0), help="TFLOP/s a GPU sustains (default: --mfu of its bf16 peak)"
+    )
+    p.add_argument(
+        "--mfu",
+        type=number(above=0, most=1),
+        help=f"sustained MFU in (0, 1] (default {SUSTAINED.mfu:.3f}: {SUSTAINED.source})",
+    )
     p.add_argument("--overlap", action="append", default=[], metavar="KIND=FRACTION",
                    help="data, fsdp, context or tensor overlap fraction (repeatable)")  # fmt: skip
     p.add_argument("--method", choices=("model", "sim"), default="model", help="cost model or simulator")
@@ -164,7 +172,8 @@ def search_table(found: list[StepReport], top: int, gpus: int, batch: int) -> st
             f"{r.layout.describe():66s}{r.step:8.2f}{100 * r.mfu:5.0f}%{r.memory['total'] / 1e9:5.0f}"
             f"{r.exposed:9.2f}{r.bubble:8.2f}"
         )
-    lines.append(f"{len(found)} layouts fit; the fastest {min(top, len(found))} shown")
+    lines.append(f"step times and MFU modelled, not measured, compute {found[0].assumption}; "
+                 f"{len(found)} layouts fit; the fastest {min(top, len(found))} shown")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -177,9 +186,12 @@ def run(argv: Sequence[str] | None) -> str:
     check_tflops(args.tflops, gpu)
     topology = cluster(node, nodes if args.method == "sim" else min(nodes, 2))
     gpus = nodes * topology.gpus_per_node
+    if args.mfu is not None and args.tflops:
+        raise BadInput("give --mfu or --tflops, not both")
+    sustained = SUSTAINED if args.mfu is None else Sustained(args.mfu, "given (--mfu)")
     kw = dict(
         method=args.method, gpu=gpu, overlap=parse_overlap(args.overlap),
-        compute_rate=args.tflops * 1e12 if args.tflops else None,
+        compute_rate=args.tflops * 1e12 if args.tflops else None, sustained=sustained,
     )  # fmt: skip
     if not args.search:
         return step_time(model, layout_of(args, model, gpus), topology, **kw).table()
@@ -198,7 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         print(run(argv))
     except (BadInput, ValueError) as e:
-        print(f"calculator: error: {e}", file=sys.stderr)
+        print(f"calculator: error: {e}".replace("error: mfu:", "error: --mfu:"), file=sys.stderr)
         return 2
     return 0
 

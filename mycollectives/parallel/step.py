@@ -6,7 +6,10 @@
 beside the compute:
 
 - compute: the step's FLOPs per GPU (:meth:`~.config.ModelConfig.flops_per_token`,
-  plus a second forward pass under full recomputation) at ``compute_rate``;
+  plus a second forward pass under full recomputation) at ``compute_rate``, by
+  default the MFU that published FSDP runs on H100s sustained (:mod:`.sustained`,
+  fitted on llm-foundry's runs); every MFU printed says which rate it assumed,
+  and every step time is labelled as modelled;
 - each collective is *hidden* behind the compute that may overlap it, as far
   as that compute lasts and as far as ``Overlap`` allows, and
   *exposed* otherwise: the gradient reduction behind the last micro-batch's
@@ -41,6 +44,7 @@ from .costs import Links, cost, placement
 from .footprint import memory_per_gpu
 from .groupsim import simulate_comm
 from .layout import Layout
+from .sustained import SUSTAINED, Sustained
 from .traffic import Comm, comms
 
 
@@ -109,6 +113,7 @@ class StepReport:
     memory: dict[str, float]
     gpu: GPUSpec = field(default=H100)
     gpus_per_node: int = 8
+    assumption: str = ""  # the compute rate it assumed and its source ("at 39.8 % MFU, assumed: ...")
 
     @property
     def exposed(self) -> float:
@@ -120,9 +125,10 @@ class StepReport:
         return self.memory["total"] <= self.gpu.hbm_bytes
 
     def verdict(self) -> str:
-        """``"MFU 41 %"``, or ``"does not fit: 86 GB of 80"`` for a layout that cannot run."""
+        """``"MFU 35 % (modelled at 39.8 % MFU, assumed: ...)"``, or ``"does not fit: 86 GB of 80"``
+        for a layout that cannot run."""
         if self.fits:
-            return f"MFU {100 * self.mfu:.0f} %"
+            return f"MFU {100 * self.mfu:.0f} %; compute {self.assumption}"
         return f"does not fit: {self.memory['total'] / 1e9:.0f} GB of {self.gpu.hbm_bytes / 1e9:.0f}"
 
     @property
@@ -155,7 +161,7 @@ class StepReport:
         head = f"{'strategy':9s}{'collective':15s}{'group':23s}{'calls':>6s}{'MB/call':>9s}"
         head += f"{'NVLink GB':>10s}{'net GB':>8s}{'time ms':>9s}{'exposed':>9s}"
         nodes = -(-self.layout.world // self.gpus_per_node)
-        title = f"{self.model.name}, {self.layout.describe()}"
+        title = f"{self.model.name}, {self.layout.describe()} (modelled, not measured)"
         lines = [title, f"{self.layout.world} GPUs, {nodes} nodes of {self.gpus_per_node}", head]
         for r in self.rows:
             c = r.comm
@@ -165,7 +171,8 @@ class StepReport:
             )
         lines.append(
             f"compute {self.compute * 1e3:.0f} ms + exposed communication {self.exposed * 1e3:.0f} ms "
-            f"+ bubble {self.bubble * 1e3:.0f} ms = step {self.step * 1e3:.0f} ms ({self.verdict()})"
+            f"+ bubble {self.bubble * 1e3:.0f} ms = step {self.step * 1e3:.0f} ms, "
+            f"{self.tokens / self.step / self.layout.world:,.0f} tokens/s per GPU ({self.verdict()})"
         )
         short = {
             "parameters": "params",
@@ -190,13 +197,14 @@ def step_time(
     overlap: bool | Overlap = True,
     async_tp: bool = False,
     protocol: str = "simple",
+    sustained: Sustained = SUSTAINED,
 ) -> StepReport:
     """Time, traffic and memory of one training step of ``model`` split by ``layout`` on ``topology``.
 
     ``method``: ``"model"`` (the cost model, instant) or ``"sim"`` (every
     call simulated on ``topology``, which must then have ``layout.world``
-    GPUs). ``compute_rate``: FLOP/s a GPU sustains (default: ``gpu``'s bf16
-    peak, an upper bound). ``overlap``: an ``Overlap``, ``True`` for
+    GPUs). ``compute_rate``: FLOP/s a GPU sustains (default: ``sustained``'s
+    MFU of ``gpu``'s bf16 peak, :mod:`.sustained`). ``overlap``: an ``Overlap``, ``True`` for
     its defaults, ``False`` to expose every collective. ``async_tp=True``
     hides tensor parallelism fully (``Overlap(tensor=1)``).
     """
@@ -208,13 +216,19 @@ def step_time(
     if async_tp:
         fractions = replace(fractions, tensor=1.0)
     links = Links.of(topology, protocol)
-    compute = compute_seconds(model, layout, compute_rate or gpu.peak_flops["bf16"])
+    if compute_rate is None:
+        rate, assumption = sustained.rate(model, gpu), sustained.label()
+    else:
+        rate, assumption = compute_rate, f"at {compute_rate / 1e12:g} TFLOP/s per GPU, given"
+    compute = compute_seconds(model, layout, rate)
     pool = compute_pools(model, layout, compute)
     rows = price_rows(comms(model, layout), layout, topology, pool, fractions, method, protocol)
     per_micro = sum(r.exposed for r in rows if r.comm.strategy in ("TP", "SP", "CP", "EP", "PP"))
     bubble = (layout.pp - 1) / (layout.virtual * layout.microbatches) * (compute + per_micro)
     memory = memory_per_gpu(model, layout, gpu)
-    return StepReport(model, layout, topology.name, rows, compute, bubble, memory, gpu, links.gpus_per_node)
+    return StepReport(
+        model, layout, topology.name, rows, compute, bubble, memory, gpu, links.gpus_per_node, assumption
+    )
 
 
 def price_rows(

@@ -13,8 +13,8 @@ Three steps, each a separate function:
    needs: ``T = latency + max over links (bytes / usable bandwidth)``, plus the
    fill and drain of a pipelined algorithm (``mycollectives.sim.pipeline``).
 
-The bandwidth side uses the links (NVLink at what NCCL says its kernels
-achieve, ``nvlink_achievable()``) and the protocol's data efficiency (LL 0.5,
+The bandwidth side uses the links (NVLink at what NCCL's ring search allots
+a GPU, ``nvlink_achievable()``) and the protocol's data efficiency (LL 0.5,
 LL128 0.92, Simple 1; NVLS at NCCL's in-switch efficiency) with the protocols'
 own ceilings (LL's ``llMaxBw``, LL128's per-channel maximum); the further
 factors NCCL's tuner uses to steer its choice are not applied to the time.
