@@ -270,3 +270,22 @@ def test_cluster_options_reach_the_run(tmp_path):
     assert elapsed("--slow", "1=3") > base
     assert elapsed("--degrade", "n1.nic0,leaf0=10") > base
     assert elapsed("--nic", "hdr") > base  # 200 Gb/s NICs instead of the node's 400
+
+
+def test_every_rank_draws_from_its_own_generator_as_a_process_would(tmp_path):
+    body = (
+        "torch.manual_seed(1)\n"
+        "dist.barrier()  # the other ranks run here: they must not move this rank's generator\n"
+        "x = torch.randn(4, device='cuda')\n"
+        "xs = [torch.zeros(4) for _ in range(dist.get_world_size())]\n"
+        "dist.all_gather(xs, x)\n"
+        "assert all(torch.equal(xs[0], y) for y in xs), 'the ranks drew different numbers'\n"
+        "assert torch.equal(x, torch.randn(4, generator=torch.Generator().manual_seed(1)))\n"
+        "w = torch.nn.Linear(3, 3).weight.detach().clone()  # drawn after the seed's first 4 numbers\n"
+        "ws = [torch.zeros(3, 3) for _ in range(dist.get_world_size())]\n"
+        "dist.all_gather(ws, w)\n"
+        "assert all(torch.equal(ws[0], y) for y in ws), 'the ranks made different models'\n"
+    )
+    seed = torch.initial_seed()
+    assert launched("--nproc-per-node", 4, _script(tmp_path, body)) == 0
+    assert torch.initial_seed() == seed  # the process's own generator is not the ranks'

@@ -19,6 +19,11 @@ rank's GPU would:
   (``elapsed_time`` in virtual milliseconds); ``synchronize``, ``Stream``,
   ``stream(...)``, ``current_stream`` are the rank's streams in virtual time
   (work under a side stream is charged to the rank's clock, in order);
+* random numbers come from a generator of the rank's own, seeded by its
+  ``torch.manual_seed`` (and ``torch.cuda.manual_seed``), as each process of
+  a torchrun job has its own: every torch function that takes
+  ``generator=`` gets the rank's when it is given none (dropout, which takes
+  none, still draws from the process's generator);
 * ``memory_allocated`` / ``max_memory_allocated`` read a ledger of the bytes
   of tensor storage the rank made (:class:`~mycollectives.memory.tracker.LiveTensors`).
 
@@ -54,6 +59,7 @@ class VirtualGPU:
     name: str
     device: int = 0  # the current device (set_device)
     memory: LiveTensors = field(default_factory=LiveTensors)
+    rng: torch.Generator = field(default_factory=torch.Generator)  # the rank's own default generator
     stream: object = None  # the current stream (torch.cuda.stream(...))
 
 
@@ -222,6 +228,26 @@ def max_memory_allocated(device=None) -> int:
 
 def reset_peak_memory_stats(device=None) -> None:
     gpu().memory.reset_peak()
+
+
+def manual_seed(seed) -> torch.Generator:
+    return gpu().rng.manual_seed(seed)
+
+
+def seed() -> int:
+    return gpu().rng.seed()
+
+
+def initial_seed() -> int:
+    return gpu().rng.initial_seed()
+
+
+def get_rng_state() -> torch.Tensor:
+    return gpu().rng.get_state()
+
+
+def set_rng_state(state: torch.Tensor) -> None:
+    gpu().rng.set_state(state)
 
 
 def get_device_name(device=None) -> str:

@@ -23,6 +23,14 @@ from torch.overrides import TorchFunctionMode
 from . import cuda as _c
 
 CPU = torch.device("cpu")
+_T = torch.Tensor
+# torch functions that draw random numbers and take ``generator=`` (given the rank's when they have none)
+_RANDOM = frozenset(
+    [torch.rand, torch.randn, torch.randint, torch.randperm, torch.normal, torch.bernoulli, torch.multinomial]
+    + [torch.poisson, torch.rand_like, torch.randn_like, torch.randint_like, _T.uniform_, _T.normal_]
+    + [_T.random_, _T.bernoulli_, _T.exponential_, _T.geometric_, _T.log_normal_, _T.cauchy_, _T.bernoulli]
+    + [_T.multinomial]
+)
 _PARSE_TO = torch._C._nn._parse_to
 
 
@@ -47,6 +55,9 @@ class DeviceMode(TorchFunctionMode):
         kwargs = kwargs or {}
         if "device" in kwargs:
             kwargs = {**kwargs, "device": host(kwargs["device"])}
+        if kwargs.get("generator", 0) is None or (func in _RANDOM and "generator" not in kwargs):
+            # (nn.init's functions pass generator=None on: the draws inside them do not reach this mode)
+            kwargs = {**kwargs, "generator": _c.gpu().rng}
         if func is torch.Tensor.to and len(args) > 1:
             args = (args[0], host(args[1]), *args[2:])
         elif func is _PARSE_TO and args:  # Module.to's parser
@@ -119,8 +130,8 @@ def _table() -> list[tuple[object, str, object]]:
         (c, "reset_peak_memory_stats", _c.reset_peak_memory_stats),
         (c, "reset_max_memory_allocated", _c.reset_peak_memory_stats),
         (c, "empty_cache", none),
-        (c, "manual_seed", none),
-        (c, "manual_seed_all", none),
+        (c, "manual_seed", _c.manual_seed),
+        (c, "manual_seed_all", _c.manual_seed),
         (c, "get_device_name", _c.get_device_name),
         (c, "get_device_properties", _props),
         (c, "get_device_capability", _const((9, 0))),
@@ -145,6 +156,11 @@ def _table() -> list[tuple[object, str, object]]:
         (acc, "reset_peak_memory_stats", _c.reset_peak_memory_stats),
         (acc, "empty_cache", none),
         (torch, "load", functools.partial(_load, torch.load)),
+        *[(m, "manual_seed", _c.manual_seed) for m in (torch, torch.random)],
+        *[(m, "seed", _c.seed) for m in (torch, torch.random)],
+        *[(m, "initial_seed", _c.initial_seed) for m in (torch, torch.random)],
+        *[(m, "get_rng_state", _c.get_rng_state) for m in (torch, torch.random)],
+        *[(m, "set_rng_state", _c.set_rng_state) for m in (torch, torch.random)],
         (torch, "compile", _c.refuse("torch.compile", "GPU code generation")),
         (c, "CUDAGraph", _c.refuse("torch.cuda.CUDAGraph", graphs)),
         (c, "graph", _c.refuse("torch.cuda.graph", graphs)),
