@@ -12,7 +12,9 @@ def describe(transport) -> tuple[str, int, str, list[int]]:
     """(job, this process's rank in the job, group name, the group's ranks in the job)."""
     p = transport.world_size
     if getattr(transport, "local", False):
-        world = getattr(transport, "mail", transport)
+        world = getattr(transport, "mail", None) or getattr(
+            transport, "cluster", transport
+        )  # one job per run
         job = getattr(world, "_flight_job", None)
         if job is None:
             job = f"local-{os.getpid()}-{next(_local_worlds)}"

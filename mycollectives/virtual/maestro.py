@@ -275,6 +275,8 @@ class Maestro:
         while not self.finished.wait(0.05):
             holder, progress = self.running, self.switches != seen
             seen = self.switches
+            if progress:  # the grace counts from the last hand-over: a long abort chain is no stuck actor
+                deadline = time.monotonic() + (STOP_GRACE if grace is None else grace)
             if holder is not None and not holder.thread.is_alive():
                 holder.done = True
                 self._dispatch()  # it ended while handing control over: hand it over from here
@@ -287,7 +289,7 @@ class Maestro:
         if stuck is not None:  # blocked for good: stop the others without it
             stuck.done = True
             self._dispatch()
-        self._join(time.monotonic() + 5.0, stuck)
+        self._join(time.monotonic() + 60.0, stuck)  # every thread is past its last simcall: they end
         if stuck is not None:
             why.add_note(f"({stuck.name} did not stop, blocked outside Python; its thread is left running)")
 
