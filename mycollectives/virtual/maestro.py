@@ -87,8 +87,6 @@ class Maestro:
         self.running: Actor | None = None  # the actor holding control (None before the start and at the end)
         self.stopping = False  # the run is abandoned (timeout, Ctrl-C): every actor is aborted
 
-    # --- actors ---------------------------------------------------------------
-
     def spawn(self, aid: int, name: str, rank: int, body, clock: float = 0.0, idle: bool = False) -> Actor:
         """A new actor running ``body(actor)`` in its own thread, ready at ``clock`` (or idle)."""
         actor = Actor(self, aid, name, rank, clock)
