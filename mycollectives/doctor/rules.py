@@ -105,9 +105,11 @@ def align(dumps: dict[int, Dump]) -> Diagnosis | None:
         if not seqs:
             continue
         start, stop = max(min(c) for c in seqs), max(max(c) for c in seqs)
+        last = {r: max(g.collectives) for r, g in by_rank.items() if g.collectives}
         for k in range(start, stop + 1):
             have = {r: g.collectives[k] for r, g in by_rank.items() if k in g.collectives}
-            lacking = [r for r in members if r not in have and r not in absent]  # its record lacks k
+            # its record lacks k; one that holds a later call has passed k (a hole in its record is no clue)
+            lacking = [r for r in members if r not in have and r not in absent and last.get(r, k) <= k]
             if not have:
                 continue
             e = next(iter(have.values()))

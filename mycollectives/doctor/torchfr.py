@@ -65,7 +65,7 @@ class _NoGlobals(pickle.Unpickler):
 def rank_of(path: Path) -> int | None:
     """The rank a dump's file name ends with (``nccl_trace_rank_3`` -> 3), or None."""
     m = _RANK.search(path.name)
-    return int(m.group(1)) if m else None
+    return int(m.group(1)) if m and int(m.group(1)) < 2**31 else None  # NCCL's ranks are C ints
 
 
 def is_dump(path: Path) -> bool:
@@ -153,7 +153,8 @@ def _entry(e: dict, completed: int | None, gloo: bool) -> dict:
         else None
     )
     dtypes = e.get("input_dtypes")
-    dtype = DTYPES.get(dtypes[0], str(dtypes[0]).lower()) if isinstance(dtypes, list) and dtypes else None
+    first = dtypes[0] if isinstance(dtypes, list) and dtypes else None
+    dtype = DTYPES.get(first, first.lower()) if isinstance(first, str) else None  # odd: unknown
     state = {"scheduled": "posted", "started": "running", "completed": "completed"}.get(e.get("state"), "?")
     if gloo and completed is not None:  # gloo's states stay "scheduled": pg_status says which completed
         state = "completed" if not p2p and seq <= completed else "posted"
@@ -183,6 +184,9 @@ def read(path: Path) -> load.Dump:
     if rank is None:
         raise ValueError("no rank at the end of the file's name")
     configs = _groups(doc)
+    known = {r for ranks in configs.values() for r in ranks}
+    if known and rank not in known:
+        raise ValueError(f"the rank in its file name, {rank}, is in none of its groups ({len(known)} ranks)")
     status = doc.get("pg_status") if isinstance(doc.get("pg_status"), dict) else {}
     groups: dict[tuple, load.Group] = {}
     gloo = False
@@ -198,6 +202,8 @@ def read(path: Path) -> load.Dump:
         completed = st.get("last_completed_collective")
         completed = _int(completed, "last_completed_collective") if completed is not None else None
         x = _entry(e, completed, gloo)
+        if x["kind"] != "p2p" and x["seq"] < 0:  # not a sequence number: the call is unknown, not absent
+            continue
         ranks = configs.get(pg_name) or configs.get(desc) or configs.get("") or ()
         label = "default" if desc == "default_pg" or pg_name == "0" and not desc else desc or pg_name
         key = (label, ranks)

@@ -97,6 +97,13 @@ class Recorder:
         self.job, self.owner, self.name, self.ranks = describe(transport)
         self.kind = type(transport).__name__
         self.failure: dict | None = None  # the last call of this group that failed on this rank
+        self.returned = False  # a rank of a run in this process whose function returned (``returned``)
+
+
+def returned(transport) -> None:
+    """``transport``'s rank has returned from its function (a thread of a virtual run): its dump says
+    so (reason ``exit``), so a rank that simply returned is not taken for one that died or hangs."""
+    recorder(transport).returned = True
 
 
 def _env_size() -> int:

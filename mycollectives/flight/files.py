@@ -147,7 +147,7 @@ def dump(
                 rank=owner,
                 host=socket.gethostname(),
                 pid=os.getpid(),
-                reason=reason,
+                reason="exit" if recs and all(r.returned for r in recs) else reason,
                 time=now,
                 exit_error=_exit_error,
                 exit_stack=_exit_stack,

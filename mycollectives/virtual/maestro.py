@@ -87,8 +87,6 @@ class Maestro:
         self.running: Actor | None = None  # the actor holding control (None before the start and at the end)
         self.stopping = False  # the run is abandoned (timeout, Ctrl-C): every actor is aborted
 
-    # --- actors ---------------------------------------------------------------
-
     def spawn(self, aid: int, name: str, rank: int, body, clock: float = 0.0, idle: bool = False) -> Actor:
         """A new actor running ``body(actor)`` in its own thread, ready at ``clock`` (or idle)."""
         actor = Actor(self, aid, name, rank, clock)
@@ -275,6 +273,8 @@ class Maestro:
         while not self.finished.wait(0.05):
             holder, progress = self.running, self.switches != seen
             seen = self.switches
+            if progress:  # the grace counts from the last hand-over: a long abort chain is no stuck actor
+                deadline = time.monotonic() + (STOP_GRACE if grace is None else grace)
             if holder is not None and not holder.thread.is_alive():
                 holder.done = True
                 self._dispatch()  # it ended while handing control over: hand it over from here
@@ -287,7 +287,7 @@ class Maestro:
         if stuck is not None:  # blocked for good: stop the others without it
             stuck.done = True
             self._dispatch()
-        self._join(time.monotonic() + 5.0, stuck)
+        self._join(time.monotonic() + 60.0, stuck)  # every thread is past its last simcall: they end
         if stuck is not None:
             why.add_note(f"({stuck.name} did not stop, blocked outside Python; its thread is left running)")
 

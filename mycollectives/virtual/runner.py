@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from .. import datafree
+from .. import datafree, flight
 from ..cliargs import finite, from_env
 from ..memory.roofline import Roofline
 from ..sim.engine import LinkModel
@@ -192,13 +192,17 @@ def run(
     world = Cluster(maestro, net, wall, p)
     results: list = [None] * p
     charges: list = [None] * p
+    ends: list = [None] * p  # each rank's transport, kept to the end of the run: a rank that returned
+    # still has its flight record when another fails
 
     def body(actor: _m.Actor) -> None:
         r = actor.rank
         charges[r] = actor.state["charge"] = Charge(actor, roof, slow.get(r, 1.0), world.span, fp32, rates)
-        with _rank(VirtualTransport(world, tuple(range(p)), r, local_size=min(topo.gpus_per_node, p)), hooks):
+        ends[r] = VirtualTransport(world, tuple(range(p)), r, local_size=min(topo.gpus_per_node, p))
+        with _rank(ends[r], hooks):
             with charges[r]:
                 results[r] = fn(r, *args)
+        flight.returned(ends[r])
 
     t0 = time.perf_counter()
     try:
