@@ -72,10 +72,12 @@ format: $(VENV)/.test
 	$(VENV)/bin/ruff check --fix .
 
 # pytest-xdist workers (tests that start processes are independent: each
-# worker has its own pools, stores and /dev/shm names).
+# worker has its own pools, stores and /dev/shm names). A test file stays on
+# one worker (--dist loadfile): a file's pools of gloo processes (1 to 8 of
+# them, a torch import each) start once, not once per worker.
 JOBS ?= 2
 REPORTS := _build/junit
-PYTEST := $(PY) -m pytest -q -ra -n $(JOBS)
+PYTEST := $(PY) -m pytest -q -ra -n $(JOBS) --dist loadfile
 
 # `make test`, each page executed once:
 # 1. the strict build on a cleared execution cache (warnings and cell errors

@@ -24,13 +24,15 @@ pytestmark = pytest.mark.built
 PAGES = outputs.pages()
 
 
-def _built_or_skip(page: str) -> None:
-    if outputs.executed_path(page).exists():
-        return
-    reason = f"no executed notebook of {page} in _build/jupyter_execute: run `make book` first"
+def _unavailable(reason: str) -> None:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(reason)
     pytest.skip(reason)
+
+
+def _built_or_skip(page: str) -> None:
+    if not outputs.executed_path(page).exists():
+        _unavailable(f"no executed notebook of {page} in _build/jupyter_execute: run `make book` first")
 
 
 def test_every_notebook_page_of_the_book_is_checked():
@@ -100,18 +102,21 @@ def test_a_changed_number_fails_naming_the_page_and_the_cell(tmp_path, monkeypat
     assert "-virtual time 12.5 us" in result.failures[0] and "+virtual time 12.6 us" in result.failures[0]
 
 
+def _a_checked_number() -> tuple[str, object, int, object]:
+    """(page, executed notebook, code cell number, output) of the first checked output with a digit."""
+    for page in PAGES:
+        if outputs.executed_path(page).exists() and outputs.expected_path(page).exists():
+            nb = outputs.read_executed(page)
+            for number, cell in outputs.checked(nb):
+                for out in cell.outputs:
+                    if re.search(r"\d", out.get("text", "")):
+                        return page, nb, number, out
+    _unavailable("no checked output with a number in the last build's notebooks: run `make book` first")
+
+
 def test_a_changed_number_in_a_real_page_fails(tmp_path, monkeypatch):
     """The same, on a page of the book as the last build executed it: one digit of a checked cell changed."""
-    built = [p for p in PAGES if outputs.executed_path(p).exists() and outputs.expected_path(p).exists()]
-    if not built:
-        _built_or_skip(PAGES[0])
-        pytest.skip("no page of the last build has checked outputs")
-    page = built[0]
-    nb = outputs.read_executed(page)
-    number, cell = next(
-        (n, c) for n, c in outputs.checked(nb) if any(re.search(r"\d", o.get("text", "")) for o in c.outputs)
-    )
-    out = next(o for o in cell.outputs if re.search(r"\d", o.get("text", "")))
+    page, nb, number, out = _a_checked_number()
     digit = re.search(r"\d", out.text)
     out.text = out.text[: digit.start()] + str((int(digit.group()) + 1) % 10) + out.text[digit.end() :]
     monkeypatch.setattr(outputs, "EXECUTED", tmp_path)
@@ -132,3 +137,23 @@ def test_a_cell_that_raised_or_a_stale_build_fails(tmp_path, monkeypatch):
     (tmp_path / page).write_text((tmp_path / page).read_text().replace("x = 1", "x = 2"))
     (failure,) = outputs.check_page(page).failures
     assert "another version of the page (code cell 1 differs)" in failure
+
+
+def test_make_expected_rewrites_from_the_build_and_refuses_a_failed_or_stale_one(
+    tmp_path, monkeypatch, capsys
+):
+    page = _fake_page(tmp_path, monkeypatch, "virtual time 1 us\n")
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: chapters/toy\n")
+    assert outputs.pages() == [page]
+    assert outputs.main(["expected"]) == 0
+    written = outputs.expected_path(page).read_text()
+    assert '"virtual time 1 us"' in written and '"cell": 2' in written
+    nb = outputs.read_executed(page)
+    nb.cells[0].outputs = [
+        nbformat.v4.new_output("error", ename="KeyboardInterrupt", evalue="", traceback=[])
+    ]
+    nb.cells[1].outputs[0].text = "virtual time 2 us\n"
+    nbformat.write(nb, outputs.executed_path(page))
+    assert outputs.main(["expected"]) == 1
+    assert "code cell 1 (x = 1): raised KeyboardInterrupt" in capsys.readouterr().err
+    assert outputs.expected_path(page).read_text() == written  # nothing written
