@@ -191,3 +191,28 @@ def test_the_pages_pass_the_patterns():
             c for c in cell.findall((root / page).read_text()) if re.search(rf"check_collective\(\s*{fn}", c)
         ]
         assert checks and all("messages=" in c and name in c for c in checks), (page, fn)
+
+
+@pytest.mark.parametrize(
+    "page, name, collective, kw",
+    [
+        ("chapters/03_algorithms.md", "bruck_all_gather", "all_gather", {"messages": pattern.bruck}),
+        ("chapters/03_algorithms.md", "binomial_broadcast", "broadcast", {"messages": pattern.binomial_tree}),
+        ("chapters/03_algorithms.md", "ring_all_reduce", "all_reduce", {"messages": pattern.ring_all_reduce}),
+        ("chapters/03b_choosing.md", "dissemination_barrier", "barrier", {"messages": pattern.dissemination}),
+        ("chapters/02_primitives.md", "my_all_to_all", "all_to_all", {"messages": pattern.every_pair}),
+    ],
+    ids=lambda x: x if isinstance(x, str) and "/" not in x else "",
+)
+def test_the_pages_solutions_send_their_algorithms_messages(page, name, collective, kw, capsys):
+    from pathlib import Path
+
+    from tests.test_exercises_hidden import cells, exercises
+
+    text = (Path(__file__).resolve().parent.parent / page).read_text()
+    solutions = [c for _, after in exercises(text) for c in cells(after.split("````{solution-end}")[0])]
+    code = next(c for c in solutions if f"def {name}(" in c)
+    ns = {"mc": mc, "torch": torch}
+    exec(code, ns)  # noqa: S102 - the page's own solution
+    assert check_collective(ns[name], collective, **kw, **SMALL)
+    assert "Correct" in capsys.readouterr().out

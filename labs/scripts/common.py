@@ -167,6 +167,15 @@ def save(env: Env, out: Path | None, result: dict) -> None:
         out.write_text(json.dumps({**describe(env), **result}, indent=1))
 
 
+def time_label(env: Env) -> str:
+    """What this run's times are: "virtual time on dgx_h100 x2" (the model's, not a measurement),
+    or wall time on the device that ran them."""
+    if env.mode == "virtual":
+        node, _, nodes = (env.cluster or "").partition(":")
+        return f"virtual time on {node} x{nodes or 1}, {env.world_size} GPUs (modelled, not measured)"
+    return f"wall time on {describe(env)['device']}, {env.world_size} ranks"
+
+
 def log(env: Env, *args: object) -> None:
     if env.rank == 0:
         print(*args, flush=True)

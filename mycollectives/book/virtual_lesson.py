@@ -56,7 +56,8 @@ def plot_timeline(result, ax, ranks=None, t_max: float | None = None) -> None:
     handles = [
         ax.bar(0, 0, color=c, label=n) for n, c in (("compute", "tab:blue"), ("all-reduce", "tab:orange"))
     ]
-    ax.legend(handles=handles, loc="lower right", fontsize=10)
+    # above the axes, not over the bars
+    ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0, 1.12), ncol=2, fontsize=9, frameon=False)
 
 
 @exercise
