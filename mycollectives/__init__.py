@@ -22,7 +22,6 @@ the API: ``pingpong`` (calibration), ``sim``, ``viz``, ``bench``,
 
 from __future__ import annotations
 
-from . import api
 from .algorithms import algorithms
 from .api import (
     all_gather,
@@ -95,7 +94,3 @@ __all__ = [
     "PeerError",
     "DeadlockError",
 ]
-__all__ += [fn for fn in api.__all__ if fn not in __all__]  # a collective added later: its API function too
-for _fn in __all__:
-    if not callable(globals().get(_fn)):
-        globals()[_fn] = getattr(api, _fn)

@@ -36,7 +36,7 @@ import functools
 from collections.abc import Callable, Sequence
 
 from . import api
-from .collectives import FUNCTIONS  # every API function that runs a collective, from the records
+from .collectives import functions  # every API function that runs a collective, from the records
 
 # torch's functional collectives (DTensor's, torch.compile's): not routed, but announced (see the module)
 FUNCTIONAL = (
@@ -84,9 +84,9 @@ def _announced(module, name: str, original: Callable) -> Callable:
 
 
 def patch_torch_distributed(
-    names: Sequence[str] = FUNCTIONS, algorithm: str = "auto", **options
+    names: Sequence[str] | None = None, algorithm: str = "auto", **options
 ) -> Callable[[], None]:
-    """Replace torch.distributed's collectives ``names`` by the package's; returns the undo.
+    """Replace torch.distributed's collectives ``names`` (None: every one) by the package's; returns the undo.
 
     ``algorithm`` and ``options`` (``check``, ``timeout``, ``segment_bytes``,
     ``local_size``) apply to every patched call. Patching twice without undoing
@@ -97,10 +97,12 @@ def patch_torch_distributed(
 
     if _saved:
         raise RuntimeError("torch.distributed is already patched; call the undo it returned first")
-    unknown = [n for n in names if n not in FUNCTIONS]
+    ours = functions()
+    names = ours if names is None else names
+    unknown = [n for n in names if n not in ours]
     if unknown:
         raise ValueError(
-            f"names: {unknown} are not collectives this package provides; expected some of {FUNCTIONS}"
+            f"names: {unknown} are not collectives this package provides; expected some of {ours}"
         )
     for name in names:
         ours = functools.wraps(getattr(api, name))(

@@ -6,11 +6,12 @@ import math
 
 import numpy as np
 import pytest
+from conftest import MENU
 
 import mycollectives as mc
 from mycollectives import auto
-from mycollectives.algorithms import COLLECTIVES, Spec, algorithms, build, uses
-from mycollectives.collectives import record
+from mycollectives.algorithms import Spec, algorithms, build, uses
+from mycollectives.collectives import collectives, record
 from mycollectives.cost import (
     FORMULAS,
     UPPER_BOUND,
@@ -24,7 +25,6 @@ from mycollectives.cost import (
 )
 from mycollectives.pingpong import calibrate
 
-MENU = [(c, a) for c in COLLECTIVES for a in algorithms(c)]
 WITH_FORMULA = [(c, a) for c, a in MENU if (c, a) in FORMULAS]  # a closed form is optional
 MACHINE = Machine(alpha=1.0, beta=1e-3, gamma=1e-4)  # every term visible
 
@@ -153,7 +153,7 @@ def test_calibrate_needs_two_ranks():
         mc.run_local(lambda rank: calibrate(), 1)
 
 
-@pytest.mark.parametrize("collective", COLLECTIVES)
+@pytest.mark.parametrize("collective", collectives())
 def test_auto_choice_is_on_the_menu_and_deterministic(collective):
     for p in (1, 2, 3, 7, 8, 64, 100):
         for nbytes in (0, 8, 4096, 1 << 20, 1 << 28):

@@ -3,7 +3,8 @@
 Each module holds one family of calls; :mod:`.core` is what every call does
 before its schedule runs (check, agree, choose, build). This package is the
 namespace the bench hands to a collective's record to call it, beside
-``torch.distributed`` itself.
+``torch.distributed`` itself: a new collective's API function is imported
+here (and in the package's ``__init__``) by name, as every one above.
 """
 
 from __future__ import annotations
@@ -18,27 +19,6 @@ from .p2p import irecv, isend, recv, send
 from .reduce import all_reduce, reduce
 from .reduce_scatter import reduce_scatter, reduce_scatter_single, reduce_scatter_tensor
 from .work import Work
-
-
-def _export_new_collectives() -> None:
-    """Import any module added to this folder, and export every function of a
-    collective's record (:data:`~mycollectives.collectives.FUNCTIONS`) that it
-    defines: a new collective's API function needs no edit here."""
-    import sys
-
-    from ..algorithms.registry import discover
-    from ..collectives import FUNCTIONS
-
-    here = sys.modules[__name__]
-    for name in discover(__name__, __path__):
-        for fn in FUNCTIONS:
-            if not callable(getattr(here, fn, None)) and hasattr(sys.modules[name], fn):  # not the module
-                setattr(here, fn, getattr(sys.modules[name], fn))
-                __all__.append(fn)
-    missing = [fn for fn in FUNCTIONS if not callable(getattr(here, fn, None))]
-    if missing:
-        raise ImportError(f"mycollectives.api defines no function {missing} that a collective's record names")
-
 
 __all__ = [
     "ReduceOp",
@@ -64,5 +44,3 @@ __all__ = [
     "send",
     "Work",
 ]
-
-_export_new_collectives()

@@ -25,8 +25,8 @@ import numpy as np
 import torch
 
 from .. import symmetric
-from ..algorithms import ALIASES, COLLECTIVES, algorithms, schedule_for
-from ..collectives import record
+from ..algorithms import ALIASES, algorithms, schedule_for
+from ..collectives import collectives, record
 from ..errors import CollectiveError
 from ..executor import execute
 from ..ops import ReduceOp
@@ -212,7 +212,7 @@ def agree(fn: str, me: int, table: np.ndarray) -> None:
 
 def names() -> dict:
     """Readable names for the hashed fields of the descriptors, for messages."""
-    known = [*COLLECTIVES, *ALIASES, "auto", *(a for c in COLLECTIVES for a in algorithms(c)), *ReduceOp]
+    known = [*collectives(), *ALIASES, "auto", *(a for c in collectives() for a in algorithms(c)), *ReduceOp]
     known += [v for v in vars(torch).values() if isinstance(v, torch.dtype)]
     return {_id(k): getattr(k, "name", str(k)) for k in known}
 

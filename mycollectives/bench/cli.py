@@ -21,15 +21,15 @@ import torch.distributed as dist
 
 from ..algorithms import algorithms
 from ..cliargs import Parser, Refusal, integer, switch
-from ..collectives import RECORDS
-from ..transport import TRANSPORT_ENV
+from ..collectives import records
+from ..transport import TRANSPORT_ENV, TRANSPORTS
 from ..transport.launcher import run_gloo
 from . import report
 from .cases import NATIVE
 from .factors import DTYPES, parse_size, sizes
 from .virtual import add_flags, cli_main
 
-DATA_COLLECTIVES = tuple(c.name for c in RECORDS if c.bound(2) > 0)  # nccl-tests': those that move data
+DATA_COLLECTIVES = tuple(c.name for c in records() if c.bound(2) > 0)  # nccl-tests': those that move data
 
 
 def parser() -> Parser:
@@ -69,10 +69,11 @@ def parser() -> Parser:
     )
     a(
         "--transport",
-        choices=("auto", "group", "shm"),
+        choices=("auto", *TRANSPORTS),  # the table transports are chosen from: a new entry is a choice
         default="auto",
-        help="how our algorithms move bytes: 'group' (the process group's send/recv), 'shm' (shared "
-        "memory, ranks on one host, CPU) or 'auto' (shm on CPU when every rank is on this node, else group)",
+        help="how our algorithms move bytes, an entry of mycollectives.transport.TRANSPORTS: 'group' (the "
+        "process group's send/recv), 'shm' (shared memory, ranks on one host, CPU), any transport "
+        "registered, or 'auto' (shm on CPU when every rank is on this node, else group)",
     )
     a("--arg-check", type=switch, default=0, help="1: keep our cross-rank argument check in the timing")
     a("--csv", help="write the results as CSV here (rank 0)")

@@ -30,7 +30,7 @@ import numpy as np
 from .base import COLLECTIVE, Call, Collective, Fold, Piece, Spec
 from .kinds import AllGather, AllReduce, AllToAll, Barrier, Broadcast, Gather, Reduce, ReduceScatter, Scatter
 
-__all__ = ["Call", "Collective", "Fold", "Piece", "Spec"]
+__all__ = ["Call", "Collective", "Fold", "Piece", "Spec", "collectives", "functions", "records"]
 
 
 RECORDS = (
@@ -45,37 +45,57 @@ RECORDS = (
     Barrier(),
 )
 COLLECTIVE.update({c.name: c for c in RECORDS})
-COLLECTIVES = tuple(COLLECTIVE)  # the records' names: every collective the package has
 ALIASES = {alias: c.name for c in RECORDS for alias in c.aliases}
-FUNCTIONS = tuple(f for c in RECORDS for f in c.functions)  # every API function that runs a collective
+
+
+def records() -> tuple[Collective, ...]:
+    """Every collective's record, those added by :func:`add_record` included (read it through
+    this function: a copy taken at import misses a record added later)."""
+    return tuple(COLLECTIVE.values())
+
+
+def collectives() -> tuple[str, ...]:
+    """The records' names: every collective the package has."""
+    return tuple(COLLECTIVE)
+
+
+def functions() -> tuple[str, ...]:
+    """Every API function that runs a collective."""
+    return tuple(f for c in COLLECTIVE.values() for f in c.functions)
+
+
+def __getattr__(name: str):
+    """``COLLECTIVES`` and ``FUNCTIONS``, read now (the functions above are the way to read them)."""
+    if name == "COLLECTIVES":
+        return collectives()
+    if name == "FUNCTIONS":
+        return functions()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def add_record(c: Collective) -> None:
     """Add a collective's record after import (a test's toy; a new collective
-    belongs in :data:`RECORDS`). Modules that copied :data:`COLLECTIVES` keep their copy."""
-    global COLLECTIVES, FUNCTIONS
+    belongs in :data:`RECORDS`); :func:`collectives` and :func:`functions` name it from now on."""
     if c.name in COLLECTIVE or any(f in ALIASES or f in COLLECTIVE for f in c.aliases):
         raise ValueError(f"a collective called {c.name!r} (or one of its functions {c.functions}) exists")
     COLLECTIVE[c.name] = c
     ALIASES.update({alias: c.name for alias in c.aliases})
-    COLLECTIVES, FUNCTIONS = tuple(COLLECTIVE), FUNCTIONS + c.functions
 
 
 def remove_record(name: str) -> None:
     """Undo :func:`add_record`."""
-    global COLLECTIVES, FUNCTIONS
     c = COLLECTIVE.pop(name)
     for alias in c.aliases:
         ALIASES.pop(alias, None)
-    COLLECTIVES = tuple(COLLECTIVE)
-    FUNCTIONS = tuple(f for f in FUNCTIONS if f not in c.functions)
 
 
 def canonical(collective: str) -> str:
     """The record's name for ``collective`` or one of torch.distributed's aliases."""
     name = ALIASES.get(collective, collective)
     if name not in COLLECTIVE:
-        raise ValueError(f"unknown collective {collective!r}; expected one of {COLLECTIVES + tuple(ALIASES)}")
+        raise ValueError(
+            f"unknown collective {collective!r}; expected one of {collectives() + tuple(ALIASES)}"
+        )
     return name
 
 

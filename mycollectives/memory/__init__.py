@@ -26,9 +26,10 @@ from .ledger import (
 )
 from .roofline import Kernel, KernelPoint, Roofline, measure_kernel, measure_roofline, transformer_kernels
 from .tracker import LiveTensors
-from .vendor import A100, GPUS, H100, GPUSpec
+from .vendor import A100, GPUS, H100, GPUSpec, h100_levels
 
 __all__ = [
+    "h100_levels",
     "A100",
     "GPUS",
     "H100",

@@ -81,3 +81,24 @@ H100 = GPUSpec(
 )
 
 GPUS: dict[str, GPUSpec] = {"A100": A100, "H100": H100}
+
+
+def h100_levels() -> list[tuple[str, float, str]]:
+    """One H100's view of the machine, per direction: ``(label, bytes/s, kind)`` from HBM down to a NIC port.
+
+    HBM from chapter 1's vendor table, links from :mod:`mycollectives.topology.links`
+    (with the NVLink generations before and after the H100's, and the NICs beside NDR).
+    """
+    from ..topology import links
+
+    return [
+        ("H100 HBM3", H100.hbm_bandwidth, "memory"),
+        ("NVLink 5 (B200)", links.NVLINK[4].per_gpu, "NVLink"),
+        ("NVLink 4 (H100)", links.NVLINK[3].per_gpu, "NVLink"),
+        ("NVLink 3 (A100)", links.NVLINK[2].per_gpu, "NVLink"),
+        ("PCIe Gen5 x16", links.PCIE_X16[5], "PCIe"),
+        ("PCIe Gen4 x16", links.PCIE_X16[4], "PCIe"),
+        ("InfiniBand XDR port", links.ib_bytes("XDR"), "network"),
+        ("InfiniBand NDR port", links.ib_bytes("NDR"), "network"),
+        ("InfiniBand HDR port", links.ib_bytes("HDR"), "network"),
+    ]

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..collectives import record
 from ..topology import NET, NVLINK, PCI, Topology
 from ..topology import protocol as get_protocol
 from .layout import Layout
@@ -87,6 +88,17 @@ class Cost:
     network_bytes: float
 
 
+def ring_passes(collective: str) -> float:
+    """The collective's traffic bound in ring passes (a pass moves ``(p-1)/p`` of the bytes), read
+    off its record (:meth:`~mycollectives.collectives.Collective.bound`): 2 for an all-reduce, 1 for
+    an all-gather or a reduce-scatter.
+
+    >>> ring_passes("all_reduce"), ring_passes("reduce_scatter")
+    (2.0, 1.0)
+    """
+    return record(collective).bound(2) / 0.5
+
+
 def cost(comm: Comm, lay: Layout, links: Links) -> Cost:
     """The model's price of one call of ``comm`` (see the module docstring)."""
     members = lay.members(comm.axes)
@@ -100,7 +112,7 @@ def cost(comm: Comm, lay: Layout, links: Links) -> Cost:
     a_nv, a_net = links.step_latency[NVLINK], links.step_latency[NET]
     n, c = comm.nbytes, comm.collective
     if c in ("all_reduce", "all_gather", "reduce_scatter"):
-        f = 2 if c == "all_reduce" else 1
+        f = ring_passes(c)
         nv = f * (k - 1) / k * n
         net = f * (N - 1) / N * n / k
         t = nv / links.nvlink + (net / links.network if N > 1 else 0.0)

@@ -44,7 +44,6 @@ import torch.distributed as dist
 from ..transport import cache_transport, current_local
 from . import world as _world
 from .group import BACKEND, ThreadProcessGroup, Unsupported
-from .subgroup import tag_base
 from .work import TorchWork
 
 __all__ = [
@@ -77,8 +76,8 @@ def _create(common, options) -> ThreadProcessGroup:
     members = list(common.global_ranks_in_group)
     if not members:
         transport = parent  # the default group: the world's transport itself
-    else:  # the transport's own subgroup (a virtual run's is priced on its GPUs)
-        transport = parent.subgroup([parent.group_rank(m) for m in members], tag_base(str(common.group_id)))
+    else:  # the transport's own subgroup, its tag derived from its members (a virtual run's is priced)
+        transport = parent.subgroup([parent.group_rank(m) for m in members])
     pg = ThreadProcessGroup(transport, str(common.group_id))
     # mc.all_reduce(t, group=pg) then uses the same transport (the package keeps one per torch group)
     cache_transport(pg, transport)

@@ -165,6 +165,7 @@ class TransportBase:
     local: bool = False  # ranks are threads of one process (async calls run at once, no shared heap)
     local_size: int | None = None  # ranks per node, where the transport knows it
     batched: bool = False  # exchange() posts a round as one batch (NCCL): subgroups hand it on whole
+    tag_limit: int | None = None  # every tag it carries is below this (a C int's, for torch); None: any int
     flight_recorder = None  # this end's flight recorder, set by ``flight`` on first use
 
     @property
@@ -202,7 +203,7 @@ class TransportBase:
         made[members] = n = made.get(members, 0) + 1
         if self.rank not in members:
             return None
-        return SubGroup(self, members, subgroup_tag(members, n) if tag is None else tag)
+        return SubGroup(self, members, subgroup_tag(members, n, self.tag_limit) if tag is None else tag)
 
     def new_lane(self) -> Lane:
         """The lane that runs this transport's collectives in order (``lane.py``)."""
@@ -235,12 +236,12 @@ class TransportBase:
         return job_id(), self.rank, "group", list(range(self.world_size))
 
 
-SUBGROUP_TAGS = 1 << 32  # a subgroup whose tag is derived gets a multiple of this, above every other tag
-
-
-def subgroup_tag(members: tuple[int, ...], n: int) -> int:
-    """The tag of the ``n``-th subgroup of ``members``, the same on every member."""
-    return (zlib.crc32(f"{members}#{n}".encode()) % (1 << 20) + 1) * SUBGROUP_TAGS
+def subgroup_tag(members: tuple[int, ...], n: int, limit: int | None = None) -> int:
+    """The tag of the ``n``-th subgroup of ``members``, the same on every member: a multiple of
+    2**32 (above every other tag), or, under a ``limit`` of 2**31 (a C int), one of 2**16 from
+    2**20 up (above a mesh's axes and streams, below the collectives' tag)."""
+    h = zlib.crc32(f"{members}#{n}".encode())
+    return (h % (1 << 20) + 1) << 32 if limit is None else (h % (1 << 11) + 16) << 16
 
 
 class SubGroup(TransportBase):
@@ -265,7 +266,11 @@ class SubGroup(TransportBase):
         self._index = {m: i for i, m in enumerate(self.members)}
         self.rank, self.world_size = self._index[parent.rank], len(self.members)
         self.device, self.local = parent.device, parent.local
-        self.local_size, self.batched = parent.local_size, parent.batched
+        self.local_size, self.batched, self.tag_limit = parent.local_size, parent.batched, parent.tag_limit
+        if self.tag_limit is not None and not 0 <= self.tag + 2 * COLLECTIVE_TAG <= self.tag_limit:
+            raise ValueError(
+                f"{where}: tag {self.tag} leaves no room below the parent's limit {self.tag_limit}"
+            )
 
     @property
     def timeout(self) -> float:

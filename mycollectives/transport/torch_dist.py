@@ -46,12 +46,14 @@ SPIN_SECONDS = float(os.environ.get("MYCOLLECTIVES_SPIN_US", "200")) * 1e-6
 
 
 class TorchDistTransport(TransportBase):
-    """One rank's end of a torch process group.
+    """One rank's end of a torch process group (its tags are C ints: ``tag_limit``).
 
     ``batched`` posts each round through ``batch_isend_irecv`` and polls for
     completion (the NCCL path); it is on for NCCL and can be turned on for
     any backend, which is how the tests run the NCCL code path on gloo.
     """
+
+    tag_limit = 1 << 31
 
     def __init__(self, group=None, timeout: float | None = None, batched: bool | None = None):
         if not dist.is_available() or not dist.is_initialized():
@@ -97,7 +99,7 @@ class TorchDistTransport(TransportBase):
         try:
             ranks, owner = dist.get_process_group_ranks(self.group), dist.get_rank()
             name = "default" if self.group is dist.group.WORLD else str(self.group.group_name)
-        except (RuntimeError, ValueError, AttributeError):
+        except (RuntimeError, ValueError, KeyError):  # a group torch's state here does not know
             return super().describe()
         return job_id(), owner, name, ranks
 

@@ -89,35 +89,11 @@ def busbw_plot(
     return ax
 
 
-def h100_levels() -> list[tuple[str, float, str]]:
-    """One H100's view of the machine, per direction: ``(label, bytes/s, kind)`` from HBM down to a NIC port.
-
-    HBM from chapter 1's vendor table, links from :mod:`mycollectives.topology.links`
-    (with the NVLink generations before and after the H100's, and the NICs beside NDR).
-    """
-    from ..memory.vendor import H100
-    from ..topology import links
-
-    return [
-        ("H100 HBM3", H100.hbm_bandwidth, "memory"),
-        ("NVLink 5 (B200)", links.NVLINK[4].per_gpu, "NVLink"),
-        ("NVLink 4 (H100)", links.NVLINK[3].per_gpu, "NVLink"),
-        ("NVLink 3 (A100)", links.NVLINK[2].per_gpu, "NVLink"),
-        ("PCIe Gen5 x16", links.PCIE_X16[5], "PCIe"),
-        ("PCIe Gen4 x16", links.PCIE_X16[4], "PCIe"),
-        ("InfiniBand XDR port", links.ib_bytes("XDR"), "network"),
-        ("InfiniBand NDR port", links.ib_bytes("NDR"), "network"),
-        ("InfiniBand HDR port", links.ib_bytes("HDR"), "network"),
-    ]
-
-
-def hierarchy_plot(levels: list[tuple[str, float, str]] | None = None, ax: Axes | None = None) -> Axes:
+def hierarchy_plot(levels: list[tuple[str, float, str]], ax: Axes | None = None) -> Axes:
     """Horizontal bars, log scale: ``(label, bytes/s, kind)`` per level, coloured by kind
-    (``memory``, ``NVLink``, ``PCIe``, ``network``); chapter 4's bandwidth hierarchy,
-    :func:`h100_levels` by default."""
+    (``memory``, ``NVLink``, ``PCIe``, ``network``); chapter 4's bandwidth hierarchy draws
+    :func:`mycollectives.memory.h100_levels`."""
     import matplotlib.pyplot as plt
-
-    levels = levels or h100_levels()
 
     colours = {"memory": "tab:gray", "NVLink": "tab:green", "PCIe": "tab:blue", "network": "tab:orange"}
     ax = ax or plt.subplots(figsize=(7, 3.6))[1]
