@@ -26,7 +26,7 @@ from .base import (
     TransportPeerError,
     TransportTimeout,
 )
-from .contract import Capabilities, HostsHeap, PricesLoads, PricesSchedules, ReadsInPlace, capabilities
+from .contract import Capabilities, HostsHeap, PricesLoads, ReadsInPlace, capabilities
 from .local import LocalTransport, LocalWorld, TraceEvent, current_local, run_local
 
 __all__ = [
@@ -52,7 +52,6 @@ __all__ = [
     "Capabilities",
     "HostsHeap",
     "PricesLoads",
-    "PricesSchedules",
     "ReadsInPlace",
     "capabilities",
 ]

@@ -59,7 +59,9 @@ import math
 import numbers
 
 from .. import timing as _timing
+from ..algorithms import channels as _channels
 from . import maestro as _m
+from .channels import nccl_channels
 from .compute import GPU_ROOFLINES, KERNEL_FLOOR, paused, roofline_of
 from .runner import Run, degraded, run, topology_of
 from .validate import agreement
@@ -123,3 +125,4 @@ def _rank_clock() -> float | None:
 
 
 _timing.add_clock(_rank_clock)
+_channels.add_default(nccl_channels)  # inside a run, a call without channels= gets NCCL's count
