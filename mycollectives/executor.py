@@ -132,8 +132,6 @@ def execute(
         )
     run = _Run(schedule, transport, buffers, combine, timeout or transport.timeout, name)
     sizes = {b: t.size for b, t in buffers.items() if isinstance(t, Blocks)}
-    if capabilities(transport).prices_schedules:  # a virtual cluster prices the schedule (PricesSchedules)
-        transport.begin(schedule, name)
     for rp in plan(schedule, transport.rank):
         run.note.round = rp.index
         run.round(cut(rp, sizes) if sizes else rp)
@@ -191,8 +189,8 @@ class _Run:
         where = f"{self.name} ({s.algorithm}) on rank {self.me}: round {rp.index} of {len(s.rounds)}"
         recvs = self.receives(rp)
         sends = [
-            Message(self.packed(pieces), peer, tuple((BUFFERS[b], o, c) for b, o, c, _ in pieces))
-            for peer, pieces in rp.sends
+            Message(self.packed(pieces), peer, tuple((BUFFERS[b], o, c) for b, o, c, _ in pieces), ch)
+            for (peer, pieces), ch in zip(rp.sends, rp.channels or [-1] * len(rp.sends))
         ]
         post = functools.partial(
             t.exchange, sends, [m for m, _, _ in recvs], Label(self.name, s.algorithm, rp.index)

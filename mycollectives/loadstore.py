@@ -125,8 +125,6 @@ def execute(
     timeout = timeout or handle.timeout
     at = f"{name} ({schedule.algorithm}) on rank {me}"
     loads = traffic(schedule, me, torch.empty(0, dtype=dtype).element_size()) if handle.prices_loads else ()
-    if loads:
-        handle.begin(schedule, name)
 
     def sync(stage: str) -> None:
         wait_for(lambda t: handle.barrier(0, t), timeout, at, None, f"barrier {stage}: waiting for", note)

@@ -12,6 +12,7 @@ tensors end.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -29,6 +30,9 @@ class RoundPlan:
     local: list[tuple[int, int, int, int, int, bool]]  # (sbuf, soff, dbuf, doff, count, reduce)
     reads: list[tuple[int, int, int]]  # (buffer, offset, count) this rank reads this round
     index: int
+    channels: list[int] = dataclasses.field(
+        default_factory=list
+    )  # per send: its pieces' channel, -1 if mixed
 
 
 @functools.lru_cache(maxsize=1024)
@@ -38,18 +42,23 @@ def plan(schedule: Schedule, rank: int) -> tuple[RoundPlan, ...]:
     for i, rnd in enumerate(schedule.rounds):
         sends: dict[int, list[Piece]] = {}
         recvs: dict[int, list[Piece]] = {}
-        local, reads = [], []
-        for src, dst, sbuf, soff, dbuf, doff, count, red in rnd.transfers():
+        local, reads, channel = [], [], {}
+        for (src, dst, sbuf, soff, dbuf, doff, count, red), ch in zip(rnd.transfers(), rnd.channel.tolist()):
             if src == rank and dst == rank:
                 local.append((sbuf, soff, dbuf, doff, count, red))
                 reads.append((sbuf, soff, count))
             elif src == rank:
                 sends.setdefault(dst, []).append((sbuf, soff, count, red))  # red: the receiver reduces
                 reads.append((sbuf, soff, count))
+                channel[dst] = ch if channel.get(dst, ch) == ch else -1
             elif dst == rank:
                 recvs.setdefault(src, []).append((dbuf, doff, count, red))
         if sends or recvs or local:
-            out.append(RoundPlan(list(sends.items()), list(recvs.items()), local, reads, i))
+            out.append(
+                RoundPlan(
+                    list(sends.items()), list(recvs.items()), local, reads, i, [channel[d] for d in sends]
+                )
+            )
     return tuple(out)
 
 
@@ -105,6 +114,7 @@ def cut(rp: RoundPlan, sizes: dict[int, int]) -> RoundPlan:
         local,
         rp.reads,
         rp.index,
+        rp.channels,
     )
 
 

@@ -10,6 +10,11 @@ meaning is that of a synchronous step: every send reads the state at the start
 of the round, every receive is applied at its end. The executor keeps that
 promise while still overlapping work inside a round (see ``executor.py``).
 
+A transfer also carries its *channel* (-1 unless the schedule was cut into
+channels, :mod:`mycollectives.algorithms.channels`): NCCL's channels each run
+the algorithm on their own slice of the data, and a virtual run sends a
+channel's transfers between nodes over its own rail.
+
 A round stores its transfers as columns (NumPy arrays, one entry per
 transfer), so that an algorithm can be written for all ranks at once, the way
 a textbook draws it, and so that the simulator can handle thousands of ranks.
@@ -45,6 +50,16 @@ class Round:
     doff: np.ndarray
     count: np.ndarray
     reduce: np.ndarray
+    channel: np.ndarray | None = None  # None: no channel (-1), the schedule was not cut into channels
+
+    def __post_init__(self) -> None:
+        if self.channel is None:
+            object.__setattr__(self, "channel", np.full(len(self.src), -1, np.int64))
+
+    def on_channel(self, c: int) -> Round:
+        """The same transfers, on channel ``c``."""
+        cols = [getattr(self, k) for k in _COLUMNS]
+        return Round(*cols, np.full(len(self.src), c, np.int64))
 
     @classmethod
     def of(
@@ -87,7 +102,7 @@ class Round:
             return cls.empty()
         if len(rounds) == 1:
             return rounds[0]
-        return cls(*(np.concatenate([getattr(r, c) for r in rounds]) for c in _COLUMNS))
+        return cls(*(np.concatenate([getattr(r, c) for r in rounds]) for c in (*_COLUMNS, "channel")))
 
     def __len__(self) -> int:
         return len(self.src)
@@ -187,7 +202,9 @@ def relabel(rounds: Iterable[Round], ranks: Sequence[int]) -> list[Round]:
     table = np.asarray(ranks, dtype=np.int64)
     out = []
     for r in rounds:
-        out.append(Round(table[r.src], table[r.dst], r.sbuf, r.soff, r.dbuf, r.doff, r.count, r.reduce))
+        out.append(
+            Round(table[r.src], table[r.dst], r.sbuf, r.soff, r.dbuf, r.doff, r.count, r.reduce, r.channel)
+        )
     return out
 
 
@@ -207,6 +224,6 @@ def mirror(rounds: Sequence[Round], reduce: bool = True) -> list[Round]:
     mirror of a scatter is a gather (``reduce=False``).
     """
     return [
-        Round(r.dst, r.src, r.dbuf, r.doff, r.sbuf, r.soff, r.count, np.full(len(r), reduce))
+        Round(r.dst, r.src, r.dbuf, r.doff, r.sbuf, r.soff, r.count, np.full(len(r), reduce), r.channel)
         for r in reversed(rounds)
     ]

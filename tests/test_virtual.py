@@ -19,7 +19,7 @@ MiB = 1 << 20
 def _timed(rank, nbytes, algorithm):
     x = torch.full((nbytes // 4,), float(rank + 1))
     t0 = virtual.clock()
-    mc.all_reduce(x, algorithm=algorithm)
+    mc.all_reduce(x, algorithm=algorithm, channels=1)  # the round simulator's schedule, on one channel
     return virtual.clock() - t0, x[:2].tolist()
 
 
@@ -31,7 +31,9 @@ def test_all_reduce_agrees_with_the_round_simulator(nodes, algorithm, nbytes):
     p = run.topology.num_gpus
     assert all(r[1] == [p * (p + 1) / 2] * 2 for r in run.results)  # computed for real
     sim = simulate("all_reduce", algorithm, nbytes, run.topology, local_size=8).time_s
-    assert max(r[0] for r in run.results) == pytest.approx(sim, rel=0.02)
+    # two engines, not one answer: with no barrier between rounds a rank may finish earlier than the
+    # round simulator says (a tree's pipelined segments), never much later
+    assert 0.9 * sim <= max(r[0] for r in run.results) <= 1.02 * sim
 
 
 def test_64_mib_agrees_and_the_validation_function_reports_it():

@@ -166,8 +166,10 @@ def test_the_protocol_nccl_picks_prices_the_flows():
         run = virtual.run(_free_call, "dgx_a100", 1, (n,), data=False, timeout=T)
         c = run.calls[0].choice
         seen.add(c.protocol)
-        sim = simulate("all_reduce", c.schedule, n, run.topology, protocol=c.protocol.lower())
-        assert max(run.results) == pytest.approx(sim.time_s, rel=1e-6)
+        k = run.calls[0].channels_run
+        assert k == c.channels  # priced as flows: NCCL's channels run
+        sim = simulate("all_reduce", c.schedule, n, run.topology, protocol=c.protocol.lower(), channels=k)
+        assert max(run.results) == pytest.approx(sim.time_s, rel=1e-3)
     assert {"LL", "Simple"} <= seen
 
 

@@ -19,6 +19,7 @@ from . import (  # noqa: E402,F401,I001
     all_to_all,
     barrier,
     broadcast,
+    channels,
     hierarchical,
     pat,
     reduce,

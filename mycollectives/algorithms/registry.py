@@ -21,6 +21,7 @@ import numpy as np
 
 from ..collectives import COLLECTIVES, Spec, canonical, record
 from ..schedule import IN, OUT, TMP, WORK, Round, Schedule
+from . import channels as _channels
 
 Builder = Callable[[Spec], list[Round]]
 OPTIONS = ("segment", "local_size")  # what a builder may read besides the call's shape
@@ -114,7 +115,10 @@ def _extents(rounds: list[Round], p: int, buf: int) -> np.ndarray:
 @functools.lru_cache(maxsize=512)
 def build(spec: Spec, algorithm: str) -> Schedule:
     """The schedule of ``algorithm`` for ``spec`` (cached: schedules are immutable)."""
-    rounds = [r for r in entry(spec.collective, algorithm).build(spec) if len(r)]
+    if spec.channels > 1:  # k copies on k parts of the data (channels.py), each built as any call
+        rounds = [r for r in _channels.cut(spec, lambda sub: build(sub, algorithm).rounds) if len(r)]
+    else:
+        rounds = [r for r in entry(spec.collective, algorithm).build(spec) if len(r)]
     buffers = record(spec.collective).buffers(spec)
     for buf in (WORK, IN, OUT):
         if buf in buffers:
@@ -140,19 +144,23 @@ def spec_for(
     splits=None,
     segment_bytes: int | None = None,
     local_size: int | None = None,
+    channels: int = 1,
 ) -> Spec:
     """The ``Spec`` of a call, with only the options ``algorithm`` reads.
 
     The call is nccl-tests' ``size`` of ``nbytes`` (:meth:`~mycollectives.collectives.Collective.spec`),
     or ``count`` elements (a block, for blocked collectives), or all-to-all
-    ``splits``; ``segment_bytes`` defaults to ``DEFAULT_SEGMENT_BYTES`` (512 KiB).
+    ``splits``; ``segment_bytes`` defaults to ``DEFAULT_SEGMENT_BYTES`` (512 KiB);
+    ``channels`` (a positive int) cuts it into that many channels (``channels.py``).
     """
     c = record(collective)
     opts = {"root": root} if c.rooted else {}
     reads = uses(c.name, algorithm)
     if "segment" in reads:
         opts["segment"] = max(1, (segment_bytes or DEFAULT_SEGMENT_BYTES) // itemsize)
-    if "local_size" in reads:
+    if channels != 1:
+        opts["channels"] = _channels.check(channels, f"{c.name}/{algorithm}")
+    if "local_size" in reads or (channels != 1 and local_size):  # channels lie on rails by node
         opts["local_size"] = local_size
     if splits is not None:
         return Spec(c.name, world_size, splits=tuple(map(tuple, splits)), **opts)

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from .. import auto, flight, loadstore, symmetric
-from ..algorithms import Spec, canonical, entry, schedule_for
+from ..algorithms import Spec, canonical, channels, entry, schedule_for
 from ..collectives import record
 from ..errors import CollectiveTimeout, PeerError
 from ..executor import execute, workspace
@@ -230,6 +230,7 @@ def _schedule(fn, t, collective: str, algorithm: str, meta: Meta, opts: Options,
         )
     else:
         name = algorithm
+    call["channels"] = opts.channels or channels.default(collective, nbytes, t)
     try:
         if splits is None:  # a call shape seen before costs a dictionary lookup
             return _cached_schedule(collective, name, p, itemsize, tuple(sorted(call.items())))

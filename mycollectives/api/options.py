@@ -7,7 +7,9 @@ import math
 import numbers
 from dataclasses import dataclass
 
-_OPTIONS = ("timeout", "check", "segment_bytes", "local_size")
+from ..algorithms import channels as _channels
+
+_OPTIONS = ("timeout", "check", "segment_bytes", "local_size", "channels")
 
 
 @dataclass
@@ -16,6 +18,7 @@ class Options:
     check: bool = True
     segment_bytes: int | None = None
     local_size: int | None = None
+    channels: int | None = None  # NCCL's channels (algorithms/channels.py); None: the transport's default
 
     @classmethod
     def parse(cls, fn: str, options: dict) -> tuple[Options, Exception | None]:
@@ -38,6 +41,8 @@ def _option(fn: str, name: str, value):
         if not isinstance(value, bool):
             raise TypeError(f"argument 'check' must be True or False, got {value!r}")
         return value
+    if name == "channels":  # any bad value is a ValueError naming it (issue 37)
+        return _channels.check(value)
     if name == "timeout" and isinstance(value, datetime.timedelta):
         value = value.total_seconds()
     real = isinstance(value, numbers.Real) and not isinstance(value, bool)

@@ -29,7 +29,9 @@ class Spec:
     uses ``splits`` instead: ``splits[s][d]`` elements go from rank ``s`` to
     rank ``d``. ``segment`` (elements per pipeline segment) and
     ``local_size`` (ranks per node) are set only for algorithms that read
-    them (their registry entry's ``uses``).
+    them (their registry entry's ``uses``); ``channels`` cuts the schedule into
+    that many copies (:mod:`mycollectives.algorithms.channels`), which keeps
+    ``local_size`` to lay them on rails.
     """
 
     collective: str
@@ -39,6 +41,7 @@ class Spec:
     segment: int | None = None
     local_size: int | None = None
     splits: tuple[tuple[int, ...], ...] | None = None
+    channels: int = 1  # NCCL's channels: k copies of the algorithm, each on a k-th of the data
 
     @property
     def record(self) -> Collective:

@@ -60,9 +60,9 @@ class LinkModel:
         used = np.unique(cls[np.bincount(flow, minlength=nflows) > 0])
         return float(max(self.proto.round_latency(int(c)) for c in used) + lat.max())
 
-    def round_latency(self, src: np.ndarray, dst: np.ndarray) -> float:
-        """The latency of one round of transfers ``src[i] -> dst[i]`` (GPUs)."""
-        flow, link = self.topo.route(src, dst)
+    def round_latency(self, src: np.ndarray, dst: np.ndarray, rail=None) -> float:
+        """The latency of one round of transfers ``src[i] -> dst[i]`` (GPUs; ``rail`` as ``Topology.route``)."""
+        flow, link = self.topo.route(src, dst, rail)
         return self.latency(flow, link, len(src))
 
 
@@ -74,22 +74,22 @@ class _Rounds:
         self.paths: dict[bytes, tuple] = {}
         self.results: dict[bytes, tuple] = {}
 
-    def route(self, src: np.ndarray, dst: np.ndarray):
-        key = src.tobytes() + dst.tobytes()
+    def route(self, src: np.ndarray, dst: np.ndarray, rail: np.ndarray):
+        key = src.tobytes() + dst.tobytes() + rail.tobytes()
         hit = self.paths.get(key) if self.cache else None
         if hit is None:
-            flow, link = self.topo.route(src, dst)
+            flow, link = self.topo.route(src, dst, rail if (rail >= 0).any() else None)
             hit = (Paths.of(flow, link, len(src)), self.model.latency(flow, link, len(src)))
             if self.cache:
                 self.paths[key] = hit
         return hit
 
-    def run(self, src, dst, nbytes):
-        """Duration, bytes per link and busiest link of one round of flows."""
-        key = src.tobytes() + dst.tobytes() + nbytes.tobytes()
+    def run(self, src, dst, nbytes, rail):
+        """Duration, bytes per link and busiest link of one round of flows (``rail``: each one's, or -1)."""
+        key = src.tobytes() + dst.tobytes() + nbytes.tobytes() + rail.tobytes()
         hit = self.results.get(key) if self.cache else None
         if hit is None:
-            paths, latency = self.route(src, dst)
+            paths, latency = self.route(src, dst, rail)
             cap = self.model.capacity(paths.links)
             t, _ = drain(paths, cap, nbytes)
             per_link = np.bincount(paths.local, weights=nbytes[paths.flow], minlength=len(paths.links))
@@ -101,15 +101,19 @@ class _Rounds:
 
 
 def round_messages(r: Round, p: int, itemsize: int):
-    """Remote transfers of a round merged into messages: (src, dst, bytes)."""
+    """Remote transfers of a round merged into messages: (src, dst, bytes, rail), as the executor
+    merges them (``plan.py``); a message's rail is its transfers' channel, -1 where they differ."""
     remote = r.src != r.dst
-    src, dst, nb = r.src[remote], r.dst[remote], r.count[remote] * itemsize
+    src, dst, nb, ch = r.src[remote], r.dst[remote], r.count[remote] * itemsize, r.channel[remote]
     key = src * p + dst
     if len(key) > 1 and not (np.diff(key) > 0).all():
         key, inv = np.unique(key, return_inverse=True)
         nb = np.bincount(inv, weights=nb).astype(np.int64)
-        src, dst = key // p, key % p
-    return src, dst, nb
+        lo, hi = np.full(len(key), ch.max(initial=0)), np.full(len(key), ch.min(initial=0))
+        np.minimum.at(lo, inv, ch)
+        np.maximum.at(hi, inv, ch)
+        src, dst, ch = key // p, key % p, np.where(lo == hi, lo, -1)
+    return src, dst, nb, ch
 
 
 def simulate(
@@ -126,6 +130,7 @@ def simulate(
     root: int = 0,
     cache: bool = True,
     record_links: bool | None = None,
+    channels: int = 1,
 ) -> SimResult:
     """Simulate ``algorithm`` for a collective of ``nbytes`` (nccl-tests' ``size``) on ``topology``.
 
@@ -133,7 +138,8 @@ def simulate(
     carries ``time_s``, ``algbw`` and ``busbw`` (GB/s, nccl-tests'
     definitions), a per-round timeline and per-link utilisation.
     ``algorithm="nvls"`` (all-reduce only) reduces inside the NVSwitch, on a
-    topology built with ``nvls=True``. Introduced in chapter 4.
+    topology built with ``nvls=True``. ``channels`` cuts the schedule into that
+    many channels, each between nodes on its own rail. Introduced in chapter 4.
 
     >>> from mycollectives.topology import dgx_h100
     >>> r = simulate("all_reduce", "ring", 1 << 30, dgx_h100())
@@ -150,20 +156,23 @@ def simulate(
         model.cap_scale = topology.in_switch_reduction
     else:
         local = local_size or topology.gpus_per_node
-        rounds = schedule_rounds(collective, algorithm, p, nbytes, itemsize, root, segment, local)
+        rounds = schedule_rounds(collective, algorithm, p, nbytes, itemsize, root, segment, local, channels)
     n = len(rounds)
     if record_links is None:
         record_links = n * topology.num_links <= 4_000_000
     timeline = _Timeline(n, topology.num_links, record_links)
     state = _Rounds(model, cache)
     for i, item in enumerate(rounds):
-        src, dst, nb = round_messages(item, p, itemsize) if isinstance(item, Round) else item
+        src, dst, nb, rail = round_messages(item, p, itemsize) if isinstance(item, Round) else (*item, None)
         if len(src):
-            timeline.add(i, len(src), extra_lat, *state.run(src, dst, nb))
+            rail = np.full(len(src), -1, np.int64) if rail is None else rail
+            timeline.add(i, len(src), extra_lat, *state.run(src, dst, nb, rail))
     return timeline.result(collective, algorithm, nbytes, p, model)
 
 
-def schedule_rounds(collective, algorithm, p, nbytes, itemsize=4, root=0, segment=None, local_size=None):
+def schedule_rounds(
+    collective, algorithm, p, nbytes, itemsize=4, root=0, segment=None, local_size=None, channels=1
+):
     """The rounds of ``algorithm``'s schedule for a call of ``nbytes`` (``segment`` in elements)."""
     spec = spec_for(
         collective,
@@ -174,6 +183,7 @@ def schedule_rounds(collective, algorithm, p, nbytes, itemsize=4, root=0, segmen
         root=root,
         segment_bytes=segment * itemsize if segment else None,
         local_size=local_size,
+        channels=channels,
     )
     return list(build(spec, algorithm).rounds)
 

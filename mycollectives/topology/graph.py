@@ -91,12 +91,25 @@ class Topology:
     def node_of(self, gpu) -> np.ndarray:
         return np.asarray(gpu) // self.gpus_per_node
 
-    def route(self, src, dst) -> tuple[np.ndarray, np.ndarray]:
+    def rail_gpu(self, gpu, rail) -> np.ndarray:
+        """The GPU of ``gpu``'s node that sits behind NIC ``rail % nics_per_node`` (the first of its GPUs)."""
+        nics = max(self.nics_per_node, 1)
+        per = self.gpus_per_node // nics
+        return np.asarray(gpu) // self.gpus_per_node * self.gpus_per_node + np.asarray(rail) % nics * per
+
+    def route(self, src, dst, rail=None) -> tuple[np.ndarray, np.ndarray]:
         """Links of the path of every transfer ``src[i] -> dst[i]``.
 
         Returns ``(flow, link)``: flow ``i`` crosses every ``link[j]`` with
-        ``flow[j] == i``. A transfer to itself crosses nothing.
+        ``flow[j] == i``. A transfer to itself crosses nothing. ``rail``
+        (an int or one per transfer; -1 for none) sends a transfer between
+        nodes over that rail, as NCCL's PXN does: over NVLink to the GPU of its
+        node behind NIC ``rail``, through that NIC and rail's leaf to NIC
+        ``rail`` of the other node, and over NVLink to ``dst``. A channel ``c``
+        of a schedule travels on rail ``c`` (:mod:`mycollectives.algorithms.channels`).
         """
+        if rail is not None and self.nics_per_node:
+            return self._on_rail(src, dst, rail)
         src, dst = np.asarray(src, np.int64), np.asarray(dst, np.int64)
         flows, links = [], []
         todo = np.flatnonzero(src != dst)
@@ -121,6 +134,16 @@ class Topology:
         if not flows:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         return np.concatenate(flows), np.concatenate(links)
+
+    def _on_rail(self, src, dst, rail) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`route` with rails: three legs (NVLink, network on one rail, NVLink), each a plain route."""
+        src, dst = np.asarray(src, np.int64), np.asarray(dst, np.int64)
+        rail = np.broadcast_to(np.asarray(rail, np.int64), src.shape)
+        cross = (self.node_of(src) != self.node_of(dst)) & (rail >= 0)
+        a = np.where(cross, self.rail_gpu(src, np.maximum(rail, 0)), src)
+        b = np.where(cross, self.rail_gpu(dst, np.maximum(rail, 0)), dst)
+        legs = [self.route(x, y) for x, y in ((src, a), (a, b), (b, dst))]
+        return np.concatenate([f for f, _ in legs]), np.concatenate([k for _, k in legs])
 
     def path(self, src: int, dst: int) -> list[str]:
         """The vertices a transfer passes through, by name (for reading, not speed)."""

@@ -31,7 +31,7 @@ from .base import (
     TransportPeerError,
     TransportTimeout,
 )
-from .contract import Capabilities, HostsHeap, PricesLoads, PricesSchedules, ReadsInPlace, capabilities
+from .contract import Capabilities, HostsHeap, PricesLoads, ReadsInPlace, capabilities
 from .local import LocalTransport, LocalWorld, TraceEvent, bind, current_local, run_local
 
 __all__ = [
@@ -61,7 +61,6 @@ __all__ = [
     "Capabilities",
     "HostsHeap",
     "PricesLoads",
-    "PricesSchedules",
     "ReadsInPlace",
     "capabilities",
 ]

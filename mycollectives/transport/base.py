@@ -124,6 +124,7 @@ class Message:
     tensor: torch.Tensor
     peer: int
     pieces: tuple = ()
+    channel: int = -1  # the schedule's channel of every piece (-1: several, or none); a virtual run's rail
 
 
 class Work(Protocol):

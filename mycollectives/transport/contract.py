@@ -6,9 +6,6 @@ default: it moves messages, and its ranks can share a heap of symmetric
 memory when they are processes rather than the threads of a local world). A transport that can hand a received message over where it lies
 (shared memory) declares ``read_in_place`` and offers :class:`ReadsInPlace`'s
 two methods: the executor then reduces straight from there, with no copy.
-One that prices a schedule as a whole before its messages move (the virtual
-cluster) declares ``prices_schedules`` and offers :class:`PricesSchedules`'s
-``begin``, which the executor calls before a schedule's first round.
 One whose ranks share an address space and keep a heap of symmetric memory
 themselves (the virtual cluster's threads) declares ``heap_loads`` and
 ``hosts_heap`` and offers :class:`HostsHeap`'s ``join_heap``, the
@@ -29,7 +26,6 @@ class Capabilities:
     messages: bool = True  # send, recv and a round's exchange (the executor's path)
     heap_loads: bool = False  # its group can rendezvous symmetric memory (the load/store path)
     read_in_place: bool = False  # offers held() and release() (ReadsInPlace)
-    prices_schedules: bool = False  # offers begin() (PricesSchedules)
     hosts_heap: bool = False  # offers join_heap() (HostsHeap): its own rendezvous of symmetric memory
 
 
@@ -46,14 +42,6 @@ class ReadsInPlace(Protocol):
         ...
 
 
-class PricesSchedules(Protocol):
-    """A transport told of each schedule before its messages move (to price its rounds)."""
-
-    def begin(self, schedule, label: str = "") -> None:
-        """``schedule`` starts on this rank, as the call named ``label``."""
-        ...
-
-
 class HostsHeap(Protocol):
     """A transport that rendezvouses symmetric memory itself (its ranks share one address space)."""
 
@@ -67,13 +55,9 @@ class HostsHeap(Protocol):
 class PricesLoads(Protocol):
     """A handle of symmetric memory whose loads take (virtual) time; it sets ``prices_loads = True``."""
 
-    def begin(self, schedule, label: str = "") -> None:
-        """``schedule`` starts on this rank as loads and stores."""
-        ...
-
     def loads(self, r: int, reads) -> None:
         """This rank has read ``nbytes`` from each peer of ``reads`` (``(src, nbytes)`` pairs) in round
-        ``r``: return when those bytes would have arrived."""
+        ``r``: return when those bytes would have arrived (round 0 starts a call)."""
         ...
 
 

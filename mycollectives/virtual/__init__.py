@@ -71,8 +71,10 @@ from __future__ import annotations
 import math
 
 from .. import timing as _timing
+from ..algorithms import channels as _channels
 from ..cliargs import finite
 from . import maestro as _m
+from .channels import nccl_channels
 from .compute import GPU_ROOFLINES, paused, roofline_of
 from .rates import KERNEL_FLOOR, NETWORK_ONLY, ROOFLINE, Rates
 from .runner import Run, degraded, run, topology_of
@@ -144,3 +146,4 @@ def _rank_clock() -> float | None:
 
 
 _timing.add_clock(_rank_clock)
+_channels.add_default(nccl_channels)  # inside a run, a call without channels= gets NCCL's count

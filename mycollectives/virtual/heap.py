@@ -8,13 +8,12 @@ them as the process heap's rendezvous does (in the heap on every rank, the
 same size, one node). Its handle, a :class:`VirtualHeap`, is the process
 heap's :class:`~mycollectives.symmetric.SymmetricMemory` with time made virtual:
 
-* **Loads** (:meth:`VirtualHeap.begin`, :meth:`VirtualHeap.loads`, called by
-  :mod:`mycollectives.loadstore`): a collective pays the protocol's base
-  latency once; in round ``r`` a rank's reads from a peer are one flow of
-  their bytes from the peer's GPU to its own, over the topology's route,
-  after the round's latency (the step latency of the slowest class of link
-  the round crosses): exactly what a message of that size costs in the same
-  round (:mod:`.transport`), sharing links with every flow in flight.
+* **Loads** (:meth:`VirtualHeap.loads`, called by :mod:`mycollectives.loadstore`
+  each round): a collective pays the protocol's base latency once, on its
+  round 0; in round ``r`` a rank's reads from a peer are one flow of their
+  bytes from the peer's GPU to its own, over the topology's route, after that
+  route's step latency: exactly what a message of that size costs
+  (:mod:`.transport`), sharing links with every flow in flight.
 * **Barriers** (:meth:`VirtualHeap.barrier`): every rank waits for the last
   to arrive, then for the latency of one round in which every rank raises a
   flag in every peer's signal pad (on one DGX node, an NVLink step: 3.4 us
@@ -58,25 +57,27 @@ class VirtualHeap(SymmetricMemory):
         super().__init__(transport.rank, p, segs, blocks[0].nbytes, [os.getpid()] * p, transport.timeout)
         self.ident, self._t, self._group = ident, transport, group
         self._passed = np.zeros(CHANNELS, dtype=np.int64)  # barriers this rank has passed, per channel
-        self._latencies: list[float] = []
         self.barriers = 0  # priced barriers passed (loads' and the user's)
 
-    def begin(self, schedule, label: str = "") -> None:
-        """A schedule starts as loads: the protocol's base latency, and its rounds' latencies."""
-        cluster = self._t.cluster
-        self._latencies = cluster.rounds(schedule, self._t.gpus)[0]
-        _m.current().clock += cluster.net.model.base_latency
-
     def loads(self, r: int, reads) -> None:
-        """This rank reads ``nbytes`` from each ``(src, nbytes)`` in round ``r``: wait until all arrive."""
+        """This rank reads ``nbytes`` from each ``(src, nbytes)`` in round ``r`` (round 0 starts a call,
+        which pays the base latency): wait until all arrive."""
         actor, cluster, gpus = _m.current(), self._t.cluster, self._t.gpus
-        maestro = cluster.maestro
+        maestro, net = cluster.maestro, cluster.net
+        if r == 0:
+            actor.clock += net.model.base_latency
         maestro.sync(actor)
-        lat = self._latencies[r] if r < len(self._latencies) else 0.0
         arrivals = []
         for src, nbytes in reads:
             done = _m.Activity(f"load from rank {src}")
-            cluster.net.post(gpus[src], gpus[self.rank], nbytes, lat, done, maestro)
+            net.post(
+                gpus[src],
+                gpus[self.rank],
+                nbytes,
+                net.step_latency(gpus[src], gpus[self.rank]),
+                done,
+                maestro,
+            )
             arrivals.append(done)
         for done in arrivals:
             maestro.wait(actor, done)

@@ -1,15 +1,18 @@
 """The virtual cluster's network: messages as flows sharing links max-min fairly, in virtual time.
 
-A message from GPU ``a`` to GPU ``b`` is a *flow* over ``topology.route(a, b)``.
-It waits its latency, then moves its bytes at the rate max-min fairness gives
-it among every flow in flight (:func:`mycollectives.sim.fluid.max_min_rates`),
+A message from GPU ``a`` to GPU ``b`` is a *flow* over ``topology.route(a, b)``
+(on its channel's rail between nodes, ``Topology.route``). It waits its
+latency, then moves its bytes at the rate max-min fairness gives it among
+every flow in flight (:func:`mycollectives.sim.fluid.max_min_rates`),
 re-shared whenever a flow starts or ends. Capacities and latencies come from
 :class:`mycollectives.sim.engine.LinkModel`, the round simulator's own model:
-one model, two engines. The round simulator starts a round's flows together
-and ends the round when the last is done; here every flow starts when its
-sender posts it (a collective's round ``r + 1`` still waits for the end of
-its round ``r``, ``transport.py``), so ranks that compute, straggle or run
-several streams meet the traffic that is really in flight.
+one model, two engines. A message's latency is the protocol's step latency
+for the slowest class of link on its own route plus its hops'
+(:meth:`Network.step_latency`), whatever else is in flight. The round
+simulator starts a round's flows together and ends the round when the last
+is done; here every flow starts when its sender posts it, and nothing waits
+for a round to end, so ranks that compute, straggle or run several streams
+meet the traffic that is really in flight.
 """
 
 from __future__ import annotations
@@ -47,30 +50,37 @@ class Network:
         self.flows = 0  # flows posted so far
         self.bytes = 0
 
-    def links(self, src: int, dst: int) -> np.ndarray:
-        key = (src, dst)
+    def links(self, src: int, dst: int, rail: int = -1) -> np.ndarray:
+        """The links of a message's route (``rail`` >= 0: between nodes on that rail)."""
+        key = (src, dst, rail)
         hit = self._routes.get(key)
         if hit is None:
-            _, hit = self.topo.route([src], [dst])
+            _, hit = self.topo.route([src], [dst], None if rail < 0 else [rail])
             self._routes[key] = hit
         return hit
 
-    def p2p_latency(self, src: int, dst: int) -> float:
-        """A lone message's latency: base latency plus the step latency of its path (as a one-round call)."""
-        key = (src, dst)
+    def step_latency(self, src: int, dst: int, rail: int = -1) -> float:
+        """A message's latency: the protocol's step latency for the slowest class of link on its
+        route, plus the route's hop latencies (``LinkModel.latency`` of a round of one message)."""
+        key = (src, dst, rail)
         hit = self._latency.get(key)
         if hit is None:
-            hit = self._latency[key] = self.model.base_latency + self.model.round_latency(
-                np.array([src]), np.array([dst])
-            )
+            links = self.links(src, dst, rail)
+            hit = self._latency[key] = self.model.latency(np.zeros(len(links), np.int64), links, 1)
         return hit
 
-    def post(self, src: int, dst: int, nbytes: int, latency: float, done: Activity, maestro) -> None:
+    def p2p_latency(self, src: int, dst: int) -> float:
+        """A lone message's latency (a send is a call of its own): base latency plus its step latency."""
+        return self.model.base_latency + self.step_latency(src, dst)
+
+    def post(
+        self, src: int, dst: int, nbytes: int, latency: float, done: Activity, maestro, rail: int = -1
+    ) -> None:
         """Start a flow now; ``done`` fires when its last byte has arrived."""
         self._ids += 1
         self.flows += 1
         self.bytes += nbytes
-        links = self.links(src, dst)
+        links = self.links(src, dst, rail)
         if nbytes <= 0 or not len(links):
             if latency <= 0:
                 maestro.fire(done, self.now)
@@ -90,7 +100,7 @@ class Network:
         """Move every flow to virtual time ``t`` (no event lies before it); fire what ends there."""
         dt = t - self.now
         changed = False
-        if self._active and dt > 0:
+        if self._active and dt >= 0:  # dt 0: a flow due now still ends (else a run can stall)
             keep = []
             for f in self._active:
                 if f.finish <= t:

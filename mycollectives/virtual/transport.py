@@ -9,25 +9,32 @@ arrived, so, as in torch.distributed, a sender must not change the tensor
 before then. Messages from one sender with one tag match receives in order,
 within one *namespace* (the world, or a :meth:`~VirtualTransport.subgroup`).
 
-A collective's messages are priced as the round simulator prices them:
-before running a schedule the executor calls :meth:`VirtualTransport.begin`,
-which charges the protocol's base latency once and looks up every round's
-latency (the step latency of the slowest link class the round crosses);
-each message of round ``r`` then waits that latency before its bytes
-flow. The package's argument check (the handshake before a call) is
-bookkeeping that NCCL does not do: its messages cost no virtual time.
-Symmetric memory's rendezvous and its priced loads live in ``heap.py``.
+Messages, not rounds (SMPI's way): every message, a user's send or one of a
+collective's, is a flow from the moment its sender posts it, after its own
+latency (:meth:`~mycollectives.virtual.network.Network.step_latency`: the
+protocol's step latency of the slowest link class on its route, on its
+channel's rail between nodes). Nothing waits for a round to end: a rank
+goes on as soon as its own receives are in, exactly as far as the executor
+lets it, so one slow link delays only the ranks that wait on its message.
+
+Where NCCL's per-call base latency is charged, without the executor knowing
+virtual time: on a call's first message. :meth:`VirtualTransport.exchange`
+is handed each round's :class:`~mycollectives.transport.base.Label`; a label
+whose collective or algorithm differs from the one before, or whose round is
+not later, starts a new call (a call's rounds only go forward), and the rank
+is charged the protocol's base latency before posting it. A user's send is
+a call of its own: its message waits base plus step latency. The package's
+argument check (the handshake before a call) is bookkeeping that NCCL does
+not do: its messages cost no virtual time. Symmetric memory's rendezvous and
+its priced loads live in ``heap.py``.
 """
 
 from __future__ import annotations
 
 import collections
 
-import numpy as np
 import torch
 
-from ..schedule import Round
-from ..sim.engine import round_messages
 from ..transport.base import COLLECTIVE_TAG, Label, Message, TransportBase
 from ..transport.contract import Capabilities
 from . import heap as _heap
@@ -40,21 +47,19 @@ MAX_SPANS = 200_000
 
 
 class Cluster:
-    """What the ranks of a run share: scheduler, network, mailboxes, per-schedule latencies."""
+    """What the ranks of a run share: scheduler, network, mailboxes."""
 
     def __init__(self, maestro: _m.Maestro, net, timeout: float, world_size: int):
         self.maestro, self.net, self.timeout, self.world_size = maestro, net, timeout, world_size
         self.sends: dict[tuple, collections.deque] = collections.defaultdict(collections.deque)
         self.recvs: dict[tuple, collections.deque] = collections.defaultdict(collections.deque)
-        self.latencies: dict[tuple, tuple] = {}
-        self.calls: dict[tuple, _Call] = {}
         self.spans: list[list] = []  # [rank, lane, start, end]: what each rank's compute and streams did
         self._last: dict[tuple, list] = {}
         self._ids = 0
         self.meetings: dict[tuple, dict] = {}  # rendezvous of symmetric memory in progress (heap.py)
         self.heaps = 0  # rendezvous done: each one's identity
         self.nccl_calls: list = []  # what NCCL would have run, call by call (tuning.py)
-        self.priced: dict = {}  # NCCL's choices priced so far (tuning.py)
+        self.priced: dict = {}  # NCCL's choices priced so far, and their protocols' latencies (tuning.py)
 
     def new_id(self) -> int:
         """An actor id after the ranks' (streams are numbered in the order they start)."""
@@ -71,56 +76,6 @@ class Cluster:
         elif len(self.spans) < MAX_SPANS:
             last = self._last[(rank, lane)] = [rank, lane, start, end]
             self.spans.append(last)
-
-    def rounds(self, schedule, gpus: tuple, model=None) -> tuple[list[float], list[int]]:
-        """Each round's latency of ``schedule`` run by ``gpus`` (as :func:`~mycollectives.sim.simulate`
-        prices it, under ``model``, else the run's link model) and its number of messages."""
-        model = model or self.net.model
-        key = (id(schedule), gpus, model.proto.name)
-        hit = self.latencies.get(key)
-        if hit is None or hit[0] is not schedule:
-            where = np.asarray(gpus)
-            lat, count = [], []
-            for rnd in schedule.rounds:
-                src, dst, _ = round_messages(rnd, len(gpus), 1) if isinstance(rnd, Round) else rnd
-                lat.append(model.round_latency(where[src], where[dst]) if len(src) else 0.0)
-                count.append(len(src))
-            if len(self.latencies) >= 512:  # all-to-all with splits makes a schedule per call
-                self.latencies.clear()
-            hit = self.latencies[key] = (schedule, lat, count)
-        return hit[1], hit[2]
-
-    def call(self, key: tuple, counts: list[int], size: int) -> _Call:
-        """The shared state of one collective call (the ``key``-th call of a group), made by its first rank."""
-        call = self.calls.get(key)
-        if call is None:
-            call = self.calls[key] = _Call(counts, self.maestro)
-        call.begun += 1
-        if call.begun == size:  # every rank has it: forget it here
-            del self.calls[key]
-        return call
-
-
-class _Call:
-    """One collective call's rounds, in step: round ``r`` ends when all its messages have arrived,
-    and no rank starts round ``r + 1`` before (the meaning of a round, ``schedule.py``)."""
-
-    def __init__(self, counts: list[int], maestro: _m.Maestro):
-        self.left, self.maestro, self.begun = list(counts), maestro, 0
-        self.ends = [_m.Activity(f"round {r} to end") for r in range(len(counts))]
-        self._close(-1, maestro.now)
-
-    def arrived(self, r: int, at: float) -> None:
-        self.left[r] -= 1
-        if self.left[r] == 0:
-            self._close(r, at)
-
-    def _close(self, r: int, at: float) -> None:
-        if r >= 0:
-            self.maestro.fire(self.ends[r], at)
-        while r + 1 < len(self.left) and self.left[r + 1] == 0:  # rounds without messages end too
-            r += 1
-            self.maestro.fire(self.ends[r], at)
 
 
 class _Letter:
@@ -163,14 +118,14 @@ class VirtualTransport(TransportBase):
     """Rank ``rank`` of a namespace whose ranks are the GPUs ``gpus`` of the cluster (see the module)."""
 
     local = True  # ranks are threads of one process
-    # messages, priced per schedule; symmetric memory of its own, its loads priced (heap.py)
-    capabilities = Capabilities(messages=True, heap_loads=True, prices_schedules=True, hosts_heap=True)
+    # messages; symmetric memory of its own, its loads priced (heap.py)
+    capabilities = Capabilities(messages=True, heap_loads=True, hosts_heap=True)
 
     def __init__(self, cluster: Cluster, gpus: tuple[int, ...], rank: int, namespace=(), local_size=None):
         self.cluster, self.gpus, self.rank, self.namespace = cluster, tuple(gpus), rank, namespace
         self.world_size, self.device, self.local_size = len(self.gpus), torch.device("cpu"), local_size
         self._made: collections.Counter = collections.Counter()
-        self._calls = self.heaps = 0
+        self.heaps = 0
 
     @property
     def timeout(self) -> float:
@@ -215,51 +170,32 @@ class VirtualTransport(TransportBase):
         """The rendezvous of ``block`` on this group (``HostsHeap``; see ``heap.py``)."""
         return _heap.join(self, block, control)
 
-    # --- the executor's hook -------------------------------------------------
-
-    def begin(self, schedule, label: str = "") -> None:
-        """A schedule starts on this rank: charge the base latency, look up the rounds' latencies."""
-        actor = _m.current()
-        state = actor.state
-        nccl = None if _FREE in label else state.pop("nccl", None)  # NCCL's choice (tuning.py)
-        as_nccl = nccl is not None and nccl.priced != "flows"
-        state["free"] = free = _FREE in label or as_nccl
-        model = _tuning.link_model(self.cluster.net.model, nccl)
-        state["wire"] = _tuning.wire(self.cluster.net.model, nccl)
-        if as_nccl:  # no schedule of NCCL's algorithm: its messages are free, the call takes NCCL's time
-            actor.clock += nccl.seconds
-        elif not free:
-            state["rounds"], counts = self.cluster.rounds(schedule, self.gpus, model)
-            self._calls += 1
-            state["call"] = self.cluster.call((self.namespace, self._calls), counts, self.world_size)
-            actor.clock += model.base_latency
-
     # --- messages -------------------------------------------------------------
 
-    def isend(self, tensor, dst, tag=0, label=None, pieces=(), latency=None, round_of=None, wire=1.0):
+    def isend(self, tensor, dst, tag=0, label=None, latency=None, rail: int = -1, wire: float = 1.0):
+        """Post a message: a flow from now, after ``latency`` (None: a user's send, a call of its own;
+        negative: free, it arrives at once), on ``rail`` between nodes (-1: the plain route); ``wire``:
+        bytes on the wire per byte of data (the protocol's flags, ``tuning.py``)."""
         actor = _m.current()
         maestro = self.cluster.maestro
         maestro.sync(actor)
         arrived = _m.Activity(f"send to rank {dst}")  # its what names the peer for errors
         letter = _Letter(tensor.detach(), arrived)
         arrived.then.append(letter.arrive)
-        if round_of:
-            call, r = round_of
-            arrived.then.append(lambda at: call.arrived(r, at))
         key = (self.namespace, self.rank, dst, tag)
         waiting = self.cluster.recvs[key]
         if waiting:
             self._match(waiting.popleft(), letter, self.rank)
         else:
             self.cluster.sends[key].append(letter)
-        nbytes = int(tensor.numel() * tensor.element_size() * wire)  # on the wire (the protocol's flags)
+        nbytes = int(tensor.numel() * tensor.element_size() * wire)
         src_gpu, dst_gpu = self.gpus[self.rank], self.gpus[dst]
         if latency is None:
             latency = self.cluster.net.p2p_latency(src_gpu, dst_gpu)
         if latency < 0:  # free: arrives at once
             maestro.fire(arrived, maestro.now)
         else:
-            self.cluster.net.post(src_gpu, dst_gpu, nbytes, latency, arrived, maestro)
+            self.cluster.net.post(src_gpu, dst_gpu, nbytes, latency, arrived, maestro, rail)
         return VirtualWork(self, arrived)
 
     def irecv(self, tensor, src, tag=0, label=None):
@@ -294,18 +230,26 @@ class VirtualTransport(TransportBase):
             letter.arrived.then.append(lambda at: maestro.fire(work.activity, at))
 
     def exchange(self, sends: list[Message], recvs: list[Message], label: Label):
-        actor = _m.current()
-        state = actor.state
-        r, lat, call, wire = label.round, None, None, state.get("wire", 1.0)
-        if state.get("free"):
-            lat = -1.0
-        elif state.get("rounds") is not None and 0 <= r < len(state["rounds"]):
-            lat, call = state["rounds"][r], state["call"]
-            if r > 0:
-                self.cluster.maestro.wait(actor, call.ends[r - 1])
+        """A round's messages, each priced on its own (see the module); a new call pays the base latency."""
+        actor, free = _m.current(), _FREE in label.collective
+        key, last = (self.namespace, label.collective, label.algorithm, label.round), actor.state.get("call")
+        if not free and (last is None or key[:3] != last[:3] or key[3] <= last[3]):
+            price = actor.state["price"] = _tuning.Pricing(self.cluster, actor.state.pop("nccl", None))
+            actor.clock += price.start  # a call's first message on this actor: base latency (or NCCL's time)
+        actor.state["call"] = key  # a call's rounds only go forward: an earlier or equal round is a new call
+        price = None if free else actor.state["price"]  # the protocol NCCL picked, or the run's
         recv_works = [self.irecv(m.tensor, m.peer, COLLECTIVE_TAG, label) for m in recvs]
+        gpus, me = self.gpus, self.gpus[self.rank]
         send_works = [
-            self.isend(m.tensor, m.peer, COLLECTIVE_TAG, label, m.pieces, lat, call and (call, r), wire)
+            self.isend(
+                m.tensor,
+                m.peer,
+                COLLECTIVE_TAG,
+                label,
+                -1.0 if free or price.free else price.step_latency(me, gpus[m.peer], m.channel),
+                m.channel,
+                1.0 if free else price.wire,
+            )
             for m in sends
         ]
         return send_works, recv_works

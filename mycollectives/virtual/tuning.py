@@ -24,7 +24,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from .. import auto
+from ..algorithms import channels as _channels
 from ..sim.engine import LinkModel
 from ..sim.nccl import simulate_nccl
 from ..sim.tuner import Choice, nccl_call
@@ -87,10 +90,10 @@ def tuner(collective: str, transport, nbytes: int, *, itemsize: int = 4, op: str
     key = (transport.gpus, choice)
     called = world.priced.get(key)
     if called is None:
-        if len(world.priced) >= 4096:
+        if len(world.priced) >= 65536:
             world.priced.clear()
         called = world.priced[key] = replace(_price(topo, choice, where), gpus=transport.gpus)
-    actor.state["nccl"] = called
+    actor.state["nccl"] = called  # read by this call's channels (:func:`channels`) and its first message
     if transport.rank == 0 and len(world.nccl_calls) < MAX_CALLS:
         world.nccl_calls.append(called)
     return choice.schedule
@@ -98,8 +101,8 @@ def tuner(collective: str, transport, nbytes: int, *, itemsize: int = 4, op: str
 
 def _price(topo, choice: Choice, where: tuple[int, int]) -> Called:
     nodes, local = where
-    if choice.exact or not _filled(topo, nodes, local):
-        return Called((), choice, 1, "flows", 0.0)
+    if choice.exact or not _filled(topo, nodes, local):  # send/recv (all-to-all) runs outside channels
+        return Called((), choice, choice.channels if choice.algorithm != "P2P" else 1, "flows", 0.0)
     sim = simulate_nccl(
         choice.collective, choice.algorithm, choice.nbytes, topo, protocol=choice.protocol,
         world_size=nodes * local,
@@ -107,17 +110,49 @@ def _price(topo, choice: Choice, where: tuple[int, int]) -> Called:
     return Called((), choice, 1, "NCCL's model", sim.time_s)
 
 
-def link_model(base: LinkModel, called: Called | None) -> LinkModel:
-    """The link model of a call: its protocol's constants, else the run's."""
-    if called is None or called.choice.protocol.lower() == base.proto.name:
-        return base
-    return LinkModel(base.topo, called.choice.protocol.lower(), base.cap_scale)
+class Pricing:
+    """How one call's messages are priced on a rank: at the protocol NCCL picked (its base and step
+    latencies, and its bytes on the wire: LL sends a flag with every 4 bytes of data), or, where the
+    call runs the nearest schedule, free messages after NCCL's time for the call."""
+
+    def __init__(self, world, called: Called | None):
+        base = world.net.model
+        proto = base.proto.name if called is None else called.choice.protocol.lower()
+        self.world, self.free = world, called is not None and called.priced != "flows"
+        key = ("model", proto)
+        if key not in world.priced:
+            world.priced[key] = (
+                base if proto == base.proto.name else LinkModel(base.topo, proto, base.cap_scale)
+            )
+        self.model = world.priced[key]
+        self.start = called.seconds if self.free else self.model.base_latency
+        self.wire = base.proto.efficiency / self.model.proto.efficiency
+
+    def step_latency(self, src: int, dst: int, rail: int) -> float:
+        """A message's latency under this call's protocol (``Network.step_latency``'s, at the run's)."""
+        net = self.world.net
+        if self.model is net.model:
+            return net.step_latency(src, dst, rail)
+        key = (self.model.proto.name, src, dst, rail)
+        hit = self.world.priced.get(key)
+        if hit is None:
+            links = net.links(src, dst, rail)
+            hit = self.world.priced[key] = self.model.latency(np.zeros(len(links), np.int64), links, 1)
+        return hit
 
 
-def wire(base: LinkModel, called: Called | None) -> float:
-    """Bytes a message puts on the wire per byte of data, against the run's protocol (LL: twice)."""
-    model = link_model(base, called)
-    return base.proto.efficiency / model.proto.efficiency
+def channels(collective: str, nbytes: int, transport) -> int | None:
+    """:func:`mycollectives.algorithms.channels.add_default`'s hook: the channels of the call whose
+    algorithm :func:`tuner` just chose on this rank (NCCL's count where its messages are priced as
+    flows; one where NCCL's model prices the call, which the channels would not change)."""
+    from .transport import VirtualTransport
+
+    actor = _m.current_or_none()
+    called = None if actor is None else actor.state.get("nccl")
+    if called is None or not isinstance(transport, VirtualTransport):
+        return None
+    return called.channels_run if (called.gpus, called.nbytes) == (transport.gpus, nbytes) else None
 
 
 auto.add_tuner(tuner)
+_channels.add_default(channels)  # before the run's own default (mycollectives.virtual): NCCL's choice

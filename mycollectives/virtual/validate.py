@@ -23,27 +23,27 @@ from .runner import run, topology_of
 # Each collective's tensors for nccl-tests' size of ``n`` float32 elements per rank's block on ``p`` ranks,
 # and the call.
 _CALLS = {
-    "all_reduce": (lambda n, p: (torch.ones(n),), lambda mc, alg, x: mc.all_reduce(x, algorithm=alg)),
-    "broadcast": (lambda n, p: (torch.ones(n),), lambda mc, alg, x: mc.broadcast(x, src=0, algorithm=alg)),
+    "all_reduce": (lambda n, p: (torch.ones(n),), lambda mc, kw, x: mc.all_reduce(x, **kw)),
+    "broadcast": (lambda n, p: (torch.ones(n),), lambda mc, kw, x: mc.broadcast(x, src=0, **kw)),
     "all_gather": (
         lambda n, p: (torch.empty(n * p), torch.ones(n)),
-        lambda mc, alg, out, x: mc.all_gather_into_tensor(out, x, algorithm=alg),
+        lambda mc, kw, out, x: mc.all_gather_into_tensor(out, x, **kw),
     ),
     "reduce_scatter": (
         lambda n, p: (torch.empty(n), torch.ones(n * p)),
-        lambda mc, alg, out, x: mc.reduce_scatter_tensor(out, x, algorithm=alg),
+        lambda mc, kw, out, x: mc.reduce_scatter_tensor(out, x, **kw),
     ),
 }
 
 
-def _one(rank: int, collective: str, count: int, p: int, algorithm: str) -> float:
+def _one(rank: int, collective: str, count: int, p: int, algorithm: str, channels: int) -> float:
     from .. import api as mc
 
     make, call = _CALLS[collective]
     with torch.no_grad():
         tensors = make(count, p)
         t0 = current().clock
-        call(mc, algorithm, *tensors)
+        call(mc, {"algorithm": algorithm, "channels": channels}, *tensors)
         return current().clock - t0
 
 
@@ -55,11 +55,13 @@ def agreement(
     cluster: str = "dgx_h100",
     protocol: str = "simple",
     timeout: float = 300.0,
+    channels: int = 1,
 ) -> list[dict]:
     """One row per (nodes, algorithm, size): the virtual and simulated times (seconds) and their ratio.
 
-    ``sizes`` are nccl-tests' ``size`` in bytes of float32. The virtual time is
-    the slowest rank's clock across the call.
+    ``sizes`` are nccl-tests' ``size`` in bytes of float32; both engines run the
+    schedule on ``channels`` channels. The virtual time is the slowest rank's
+    clock across the call.
     """
     if collective not in _CALLS:
         raise ValueError(f"agreement: collective must be one of {tuple(_CALLS)}, got {collective!r}")
@@ -70,18 +72,12 @@ def agreement(
                 topo = topology_of(cluster, n)
                 p = topo.num_gpus
                 spec = record(collective).spec(p, size, 4)
-                r = run(
-                    _one,
-                    topo,
-                    1,
-                    (collective, spec.count, p, alg),
-                    protocol=protocol,
-                    timeout=timeout,
-                    compute=NETWORK_ONLY,
-                )  # the simulator's terms: reductions free
+                args = (collective, spec.count, p, alg, channels)
+                r = run(_one, topo, 1, args, protocol=protocol, timeout=timeout, compute=NETWORK_ONLY)
                 virt = max(r.results)
+                local = topo.gpus_per_node
                 sim = simulate(
-                    collective, alg, size, topo, protocol=protocol, local_size=topo.gpus_per_node
+                    collective, alg, size, topo, protocol=protocol, local_size=local, channels=channels
                 ).time_s
                 rows.append(
                     {

@@ -1,0 +1,97 @@
+"""Channels (issue 37): any schedule cut into k channels, verified for every p and k; rails; the keyword."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import mycollectives as mc
+from mycollectives.algorithms import algorithms, schedule_for
+from mycollectives.algorithms.channels import permutation
+from mycollectives.sim import simulate
+from mycollectives.topology import cluster
+from mycollectives.transport.local import run_local
+from mycollectives.verify import VerificationError, verify
+
+ROOTED = ("broadcast", "reduce", "scatter", "gather")
+CUT = ("all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "scatter", "gather", "barrier")
+
+
+@pytest.mark.parametrize("collective", CUT)
+@pytest.mark.parametrize(
+    "p,k,local", [(2, 2, None), (3, 5, None), (5, 3, None), (6, 4, 3), (8, 3, 4), (12, 8, 4)]
+)
+def test_every_algorithm_on_k_channels_verifies(collective, p, k, local):
+    count = 1 if collective == "barrier" else 7  # 7 elements on k channels: parts differ, some are empty
+    for alg in algorithms(collective):
+        root = p - 1 if collective in ROOTED else 0
+        s = schedule_for(collective, alg, p, count=count, channels=k, local_size=local, root=root)
+        verify(s)
+        used = {int(c) for r in s.rounds for c in r.channel}
+        assert used <= set(range(min(k, count))), (alg, used)
+
+
+def test_a_wrongly_placed_channel_fails_verification():
+    s = schedule_for("all_reduce", "ring", 4, count=8, channels=2)
+    r = s.rounds[0]
+    bad = type(r)(
+        r.src, r.dst, r.sbuf, (r.soff + 1) % 8, r.dbuf, r.doff, r.count.clip(max=1), r.reduce, r.channel
+    )
+    broken = type(s)(s.collective, s.algorithm, s.world_size, (bad, *s.rounds[1:]), s.buffers, s.params)
+    with pytest.raises(VerificationError):
+        verify(broken)
+
+
+@pytest.mark.parametrize("nodes,k", [(2, 8), (3, 8), (4, 5), (2, 16)])
+def test_channel_c_crosses_nodes_on_rail_c(nodes, k):
+    s = schedule_for("all_reduce", "ring", 8 * nodes, count=4096, channels=k, local_size=8)
+    topo = cluster("dgx_h100", nodes)
+    for r in s.rounds:
+        cross = r.src // 8 != r.dst // 8
+        assert (r.dst[cross] % 8 == r.channel[cross] % 8).all()  # enters the next node at GPU c
+        for src, dst, c in zip(r.src[cross], r.dst[cross], r.channel[cross]):
+            _, links = topo.route([src], [dst], [c])
+            ends = {topo.names[v] for v in np.concatenate([topo.link_src[links], topo.link_dst[links]])}
+            assert {v for v in ends if ".nic" in v} == {f"n{src // 8}.nic{c % 8}", f"n{dst // 8}.nic{c % 8}"}
+            assert "spine" not in ends  # one rail's leaf, as a rail-optimised fabric routes it
+
+
+def test_rails_spread_a_ring_over_every_nic():
+    topo = cluster("dgx_h100", 2)
+    one = simulate("all_reduce", "ring", 256 << 20, topo, local_size=8).busbw
+    eight = simulate("all_reduce", "ring", 256 << 20, topo, local_size=8, channels=8).busbw
+    assert eight > 5 * one
+
+
+def test_permutation_rotates_inside_nodes_only():
+    assert permutation(8, 4, 1).tolist() == [1, 2, 3, 0, 5, 6, 7, 4]
+    assert permutation(8, None, 3).tolist() == list(range(8))
+    assert permutation(8, 8, 3).tolist() == list(range(8))  # one node: no rails to align
+
+
+def _reduce(rank, k, n):
+    x = torch.arange(n, dtype=torch.float32) + rank
+    mc.all_reduce(x, channels=k, algorithm="ring")
+    out = torch.empty(n * 5)
+    mc.all_gather_into_tensor(out, torch.full((n,), float(rank)), channels=k)
+    return x, out
+
+
+@pytest.mark.parametrize("k", [1, 3, 7])
+def test_channels_on_the_local_world(k):
+    n, p = 11, 5
+    for x, out in run_local(_reduce, p, k, n, timeout=60):
+        assert torch.equal(x, p * torch.arange(n, dtype=torch.float32) + sum(range(p)))
+        assert torch.equal(out, torch.arange(p, dtype=torch.float32).repeat_interleave(n))
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.0, "4", True])
+def test_bad_channels_is_a_value_error_naming_it(bad):
+    def body(rank):
+        x = torch.ones(4)
+        with pytest.raises(ValueError, match="'channels'"):
+            mc.all_reduce(x, channels=bad)
+        assert torch.equal(x, torch.ones(4))
+
+    run_local(body, 2, timeout=60)
