@@ -58,7 +58,7 @@ from . import maestro as _m
 from .channels import nccl_channels
 from .compute import GPU_ROOFLINES, KERNEL_FLOOR, paused, roofline_of
 from .runner import Run, degraded, run, topology_of
-from .validate import agreement
+from .validate import agreement, engines
 
 __all__ = [
     "run",
@@ -70,6 +70,7 @@ __all__ = [
     "topology_of",
     "degraded",
     "agreement",
+    "engines",
     "GPU_ROOFLINES",
     "KERNEL_FLOOR",
     "paused",
