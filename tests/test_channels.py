@@ -95,3 +95,52 @@ def test_bad_channels_is_a_value_error_naming_it(bad):
         assert torch.equal(x, torch.ones(4))
 
     run_local(body, 2, timeout=60)
+
+
+def test_channel_links_put_channel_c_on_nic_c():
+    from mycollectives.viz.rails import channel_links
+
+    topo = cluster("dgx_h100", 2)
+    for c, links in enumerate(channel_links(topo, 8)):
+        ends = {topo.names[int(v)] for v in np.concatenate([topo.link_src[links], topo.link_dst[links]])}
+        assert {v for v in ends if topo.kinds[topo.names.index(v)] in ("nic", "leaf", "spine")} == {
+            f"n0.nic{c}",
+            f"n1.nic{c}",
+            f"leaf{c}",
+        }
+
+
+def _virtual_sum(rank, k, n, heap):
+    from mycollectives import virtual
+
+    x = mc.symmetric.empty(n) if heap else torch.empty(n)
+    if heap:
+        mc.symmetric.rendezvous(x)
+    x.copy_(torch.arange(n, dtype=torch.float32) % 7 + rank)
+    t0 = virtual.clock()
+    mc.all_reduce(x, algorithm="ring", channels=k)
+    return virtual.clock() - t0, x.clone()
+
+
+@pytest.mark.timeout(300)
+def test_channels_in_a_virtual_run_spread_over_the_rails():
+    from mycollectives import virtual
+
+    n = 1 << 20  # 4 MiB
+    want = (torch.arange(n, dtype=torch.float32) % 7) * 16 + sum(range(16))
+    times = {}
+    for k in (1, 8):
+        run = virtual.run(_virtual_sum, "dgx_h100", 2, (k, n, False), timeout=240)
+        assert all(torch.equal(x, want) for _, x in run.results)
+        times[k] = max(t for t, _ in run.results)
+    assert times[8] < 0.8 * times[1]  # eight NICs carry what one did
+
+
+@pytest.mark.timeout(300)
+def test_channels_on_symmetric_memory_in_a_virtual_run():
+    from mycollectives import virtual
+
+    n = 1001  # not divisible by the channels
+    run = virtual.run(_virtual_sum, "dgx_h100", 1, (3, n, True), world_size=4, timeout=240)
+    want = (torch.arange(n, dtype=torch.float32) % 7) * 4 + 6
+    assert all(torch.equal(x, want) for _, x in run.results)

@@ -79,3 +79,17 @@ def test_the_contract_has_no_schedule_pricing_hook():
 
     assert not hasattr(contract, "PricesSchedules")
     assert "begin" not in vars(contract.PricesLoads)
+
+
+@pytest.mark.timeout(600)
+def test_the_two_engines_are_reported_side_by_side_on_the_single_node_rows():
+    from mycollectives.sim.validate import points
+
+    rows = virtual.engines(max_bytes=64 << 10, timeout=300)
+    want = [p.id for p in points() if p.set == "asserted" and p.nodes == 1 and p.model is not None]
+    assert [r["id"] for r in rows] == [i for i in want if i in {r["id"] for r in rows}]
+    assert len(rows) >= 20
+    for r in rows:
+        assert r["ratio"] == pytest.approx(r["virtual_s"] / r["simulated_s"])
+        assert r["bytes"] <= 64 << 10 and r["channels"] >= 1
+        assert 0.5 < r["ratio"] < 1.5, r  # a report, not a fit: the engines differ where rounds overlap

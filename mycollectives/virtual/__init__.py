@@ -78,7 +78,7 @@ from .channels import nccl_channels
 from .compute import GPU_ROOFLINES, paused, roofline_of
 from .rates import KERNEL_FLOOR, NETWORK_ONLY, ROOFLINE, Rates
 from .runner import Run, degraded, run, topology_of
-from .validate import agreement
+from .validate import agreement, engines
 
 __all__ = [
     "run",
@@ -93,6 +93,7 @@ __all__ = [
     "topology_of",
     "degraded",
     "agreement",
+    "engines",
     "GPU_ROOFLINES",
     "KERNEL_FLOOR",
     "paused",

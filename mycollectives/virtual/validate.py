@@ -91,3 +91,58 @@ def agreement(
                     }
                 )
     return rows
+
+
+_PACKAGE = {"Ring": "ring", "Tree": "double_binary_tree"}  # NCCL's algorithm -> the package's schedule
+
+
+def engines(max_bytes: int = 64 << 20, which: str = "asserted", timeout: float = 600.0) -> list[dict]:
+    """The two engines side by side on the single-node rows of the published dataset (``sim/published.json``).
+
+    For each row of set ``which`` on one node whose collective :func:`agreement`
+    can run: NCCL's algorithm for it (as the validation page's simulator picks
+    it), the package's schedule that runs (``ran``: ``ring`` for Ring, and for
+    NVLS, which has no executable schedule here, the nearest), on the
+    channels NCCL would use inside a virtual run, at the row's size capped at
+    ``max_bytes`` (the virtual run moves real data). Each row gives both
+    engines' times (seconds) and busbw (GB/s) and ``ratio`` = virtual /
+    simulated; rows of one shape are run once.
+    """
+    from ..collectives import busbw_factor
+    from ..sim.nccl import choose
+    from ..sim.validate import points
+    from ..topology import cluster
+    from .channels import for_call, runtime_channels
+
+    rows, seen = [], {}
+    for pt in points():
+        m = pt.model
+        if pt.set != which or pt.nodes != 1 or m is None or pt.collective not in _CALLS:
+            continue
+        topo = cluster(m["node"], 1, nvls=m["nvls"], gpus_per_node=m["gpus_per_node"])
+        p = m["gpus"] or topo.num_gpus
+        forced = [m["algorithm"]] if m["algorithm"] else None
+        nccl = choose(pt.collective, m["size"], topo, m["gpus"], forced)[0]
+        ran = _PACKAGE.get(nccl, "ring")
+        size = min(int(m["size"]), max_bytes) // (4 * p) * (4 * p)
+        k = for_call(size, runtime_channels(topo, p, 1))
+        key = (m["node"], m["gpus_per_node"], p, pt.collective, ran, size, k)
+        if key not in seen:
+            seen[key] = _both(pt.collective, ran, size, topo, p, k, timeout)
+        virt, sim = seen[key]
+        factor = busbw_factor(pt.collective, p) * size / 1e9
+        rows.append({"id": pt.id, "collective": pt.collective, "cluster": topo.name, "ranks": p,
+                     "nccl": nccl, "ran": ran, "channels": k, "bytes": size, "virtual_s": virt,
+                     "simulated_s": sim, "ratio": virt / sim, "virtual_busbw": factor / virt,
+                     "simulated_busbw": factor / sim, "published_busbw": pt.busbw})  # fmt: skip
+    return rows
+
+
+def _both(
+    collective: str, algorithm: str, size: int, topo, p: int, k: int, timeout: float
+) -> tuple[float, float]:
+    """The virtual and simulated time of one call on the first ``p`` GPUs of ``topo``, on ``k`` channels."""
+    spec = record(collective).spec(p, size, 4)
+    r = run(_one, topo, 1, (collective, spec.count, p, algorithm, k), world_size=p, timeout=timeout)
+    sim = simulate(collective, algorithm, size, topo, world_size=p, local_size=p, channels=k).time_s
+    return max(r.results), sim

@@ -21,10 +21,13 @@ from .plots import (
     link_heatmap,
     validation_plot,
 )
+from .rails import channel_links, draw_rails
 from .topo import draw_round, draw_topology, ring_positions
 
 __all__ = [
     "spacetime",
+    "channel_links",
+    "draw_rails",
     "spacetime_trace",
     "draw_tree",
     "chunk_bounds",
