@@ -105,7 +105,7 @@ def test_bad_meshes_and_subgroups_are_refused_clearly():
         elif what == "axis":
             Mesh({"dp": 2, "tp": 2}).group("pp")
         elif what == "member":
-            SubGroup(None, [0, 1])
+            SubGroup(mc.transport.resolve_group(None), [0, 1])
 
     with pytest.raises(ValueError, match="hold 6 ranks, but the group has 4"):
         mc.run_local(body, 4, "size")

@@ -216,7 +216,7 @@ def _schedule(fn, t, collective: str, algorithm: str, meta: Meta, opts: Options,
         call["count"] = meta.count
         nbytes = record(collective).size(Spec(collective, p, count=meta.count), itemsize)
     env = None if t.local else os.environ.get("LOCAL_WORLD_SIZE")
-    call["local_size"] = opts.local_size or getattr(t, "local_size", None) or (int(env) if env else None)
+    call["local_size"] = opts.local_size or t.local_size or (int(env) if env else None)
     if algorithm == "auto":
         name = auto.choose(
             collective, p, nbytes, itemsize=itemsize, heap=meta.symmetric, local_size=call["local_size"]

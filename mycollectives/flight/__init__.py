@@ -149,12 +149,8 @@ def set_size(size: int) -> int:
 
 def recorder(transport) -> Recorder:
     """The recorder of ``transport`` (made on first use)."""
-    try:
-        return transport._flight
-    except AttributeError:
-        pass
     rec, new = add(transport, lambda: Recorder(transport, max(_size, 1)))
-    if new and not getattr(transport, "local", False):
+    if new and not transport.local:
         from .files import arm
 
         arm()
@@ -165,10 +161,7 @@ def posted(transport, fn: str, algorithm: str, meta) -> Entry | None:
     """Record a collective this rank has just called (``meta`` None: its arguments were bad)."""
     if not _size:
         return None
-    try:
-        rec = transport._flight
-    except AttributeError:
-        rec = recorder(transport)
+    rec = transport.flight_recorder or recorder(transport)
     rec.seq += 1
     if meta is None:
         e = Entry(rec.seq, ("collective", fn, algorithm, None, None, None, None), _site(fn))

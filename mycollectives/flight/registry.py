@@ -12,25 +12,21 @@ from collections.abc import Callable
 
 _recorders: weakref.WeakSet = weakref.WeakSet()
 _kept: list = []
-_by_id: dict[int, object] = {}  # transports that take no attributes (rare), by id
 
 
 def add(transport, make: Callable[[], object]) -> tuple[object, bool]:
-    """The recorder of ``transport``, made by ``make()`` on first use; and whether it is new."""
-    rec = _by_id.get(id(transport))
+    """The recorder of ``transport`` (its declared slot ``flight_recorder``, ``TransportBase``),
+    made by ``make()`` on first use; and whether it is new."""
+    rec = transport.flight_recorder
     if rec is not None:
         return rec, False
-    rec = make()
+    rec = transport.flight_recorder = make()
     _recorders.add(rec)
-    if not getattr(transport, "local", False):
+    if not transport.local:
         _kept.append(rec)
-    try:
-        transport._flight = rec
-    except AttributeError:
-        _by_id[id(transport)] = rec
     return rec, True
 
 
 def recorders() -> list:
     """Every live recorder."""
-    return list(_recorders) + [r for r in _by_id.values() if r not in _recorders]
+    return list(_recorders)

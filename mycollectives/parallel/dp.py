@@ -20,7 +20,7 @@ import torch
 
 from ..transport import resolve_group
 from .comm import all_reduce_
-from .mesh import STREAM_TAGS, Stream, SubGroup
+from .mesh import STREAM_TAGS, Stream
 from .model import BlockConfig, Params, forward, loss_fn
 
 
@@ -80,7 +80,7 @@ def dp_step(
             reduce_bucket([flat[i].grad for i in bucket], group)
         return y
     parent = resolve_group(group)
-    comm = SubGroup(parent, range(parent.world_size), tag=STREAM_TAGS)  # the stream's own messages
+    comm = parent.subgroup(range(parent.world_size), tag=STREAM_TAGS)  # the stream's own messages
     waiting = [len(b) for b in plan]
     where = {i: k for k, b in enumerate(plan) for i in b}
     with Stream() as stream:

@@ -5,8 +5,8 @@ outermost first, as ``torch.distributed``'s ``DeviceMesh`` does: in
 ``Mesh({"dp": 2, "tp": 4})`` rank ``r`` sits at ``dp = r // 4, tp = r % 4``,
 so the ranks of one ``tp`` group are consecutive (on one node) and those of
 a ``dp`` group are 4 apart. ``mesh.group("tp")`` is this rank's
-:class:`SubGroup` along that axis: a transport that any collective of the
-package accepts as ``group=``.
+subgroup along that axis (the parent transport's ``subgroup()``): a
+transport that any collective of the package accepts as ``group=``.
 
 A ``Stream`` runs communication in a background thread, in order, the
 way a CUDA stream runs NCCL kernels beside the compute stream: FSDP's
@@ -30,77 +30,11 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 
-import torch
+from ..transport import SubGroup, TransportBase, resolve_group
 
-from ..transport import Label, Message, resolve_group
+__all__ = ["STREAM_TAGS", "Mesh", "Stream", "SubGroup"]
 
 STREAM_TAGS = 1 << 16  # tag space of one stream: axes are numbered inside it
-
-
-class SubGroup:
-    """The ranks ``members`` of a ``parent`` transport, renumbered ``0 .. len - 1``.
-
-    ``members`` are ranks of the parent, in the order the subgroup numbers
-    them. Messages go through the parent with tag ``tag`` added, so two
-    subgroups that share ranks (or one subgroup on two streams) never take
-    each other's messages.
-    """
-
-    def __init__(self, parent, members, tag: int = 0):
-        self.parent = resolve_group(parent)
-        self.members = tuple(int(m) for m in members)
-        if len(set(self.members)) != len(self.members):
-            raise ValueError(f"SubGroup on rank {self.parent.rank}: members {self.members} repeat a rank")
-        bad = [m for m in self.members if not 0 <= m < self.parent.world_size]
-        if bad:
-            raise ValueError(
-                f"SubGroup on rank {self.parent.rank}: members {bad} are not ranks of a group of "
-                f"{self.parent.world_size}"
-            )
-        if self.parent.rank not in self.members:
-            raise ValueError(
-                f"SubGroup on rank {self.parent.rank}: rank {self.parent.rank} is not one of the members "
-                f"{self.members}"
-            )
-        self._index = {m: i for i, m in enumerate(self.members)}
-        self.rank = self._index[self.parent.rank]
-        self.world_size = len(self.members)
-        self.device = self.parent.device
-        self.tag = int(tag)
-
-    def __getattr__(self, name: str):
-        if name in ("backend", "nccl", "batched", "local"):  # what the API asks of its parent transport
-            return getattr(self.parent, name)
-        raise AttributeError(name)
-
-    @property
-    def timeout(self) -> float:
-        return self.parent.timeout
-
-    def __repr__(self) -> str:
-        return f"SubGroup(rank {self.rank} of {self.members}, tag {self.tag})"
-
-    def group_rank(self, rank: int) -> int:
-        """This subgroup's number for a rank the caller names as the parent does."""
-        r = self.parent.group_rank(rank)
-        if r not in self._index:
-            raise ValueError(f"rank {rank} is not a member of this subgroup {self.members}")
-        return self._index[r]
-
-    def isend(self, tensor: torch.Tensor, dst: int, tag: int = 0, label: Label | None = None):
-        return self.parent.isend(tensor, self.members[dst], self.tag + tag, label)
-
-    def irecv(self, tensor: torch.Tensor, src: int, tag: int = 0, label: Label | None = None):
-        return self.parent.irecv(tensor, self.members[src], self.tag + tag, label)
-
-    def exchange(self, sends: list[Message], recvs: list[Message], label: Label):
-        if getattr(self.parent, "batched", False):  # NCCL: one batch through the parent (no tags there)
-            out = [Message(m.tensor, self.members[m.peer], m.pieces) for m in sends]
-            inn = [Message(m.tensor, self.members[m.peer], m.pieces) for m in recvs]
-            return self.parent.exchange(out, inn, label)
-        recv_works = [self.irecv(m.tensor, m.peer, 0, label) for m in recvs]
-        send_works = [self.isend(m.tensor, m.peer, 0, label) for m in sends]
-        return send_works, recv_works
 
 
 class Mesh:
@@ -128,7 +62,7 @@ class Mesh:
         for name in reversed(self.names):
             self.strides[name] = stride
             stride *= self.shape[name]
-        self._groups: dict[tuple, SubGroup] = {}
+        self._groups: dict[tuple, TransportBase] = {}
 
     @property
     def rank(self) -> int:
@@ -152,14 +86,14 @@ class Mesh:
             out = [r + i * self.strides[a] for i in range(self.shape[a]) for r in out]
         return tuple(sorted(out))
 
-    def group(self, *axes: str, stream: int = 0) -> SubGroup:
+    def group(self, *axes: str, stream: int = 0) -> TransportBase:
         """This rank's subgroup along ``axes`` (one or several), on ``stream``."""
         for a in axes:
             self._axis(a)
         key = (axes, stream)
         if key not in self._groups:
             index = sum(1 << self.names.index(a) for a in axes)
-            self._groups[key] = SubGroup(self.parent, self.members(*axes), tag=stream * STREAM_TAGS + index)
+            self._groups[key] = self.parent.subgroup(self.members(*axes), tag=stream * STREAM_TAGS + index)
         return self._groups[key]
 
     def _axis(self, axis: str) -> str:

@@ -100,7 +100,7 @@ class _Rounds:
         return hit
 
 
-def _messages(r: Round, p: int, itemsize: int):
+def round_messages(r: Round, p: int, itemsize: int):
     """Remote transfers of a round merged into messages: (src, dst, bytes)."""
     remote = r.src != r.dst
     src, dst, nb = r.src[remote], r.dst[remote], r.count[remote] * itemsize
@@ -157,7 +157,7 @@ def simulate(
     timeline = _Timeline(n, topology.num_links, record_links)
     state = _Rounds(model, cache)
     for i, item in enumerate(rounds):
-        src, dst, nb = _messages(item, p, itemsize) if isinstance(item, Round) else item
+        src, dst, nb = round_messages(item, p, itemsize) if isinstance(item, Round) else item
         if len(src):
             timeline.add(i, len(src), extra_lat, *state.run(src, dst, nb))
     return timeline.result(collective, algorithm, nbytes, p, model)

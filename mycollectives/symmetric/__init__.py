@@ -183,8 +183,8 @@ def _hosted(t, block: Block | None, timeout: float, control: bool = False) -> Sy
 
 def _join(t, block: Block | None, timeout: float, control: bool = False) -> SymmetricMemory:
     """The rendezvous of ``block`` (None: this rank's tensor is outside the heap) on ``t``."""
-    p2p = getattr(t, "inner", t)  # the process group's own send and receive
-    getattr(t, "settled", lambda: None)()  # a shared-memory transport's own set-up messages first
+    p2p = t.point_to_point()  # the process group's own send and receive
+    t.settled()  # a shared-memory transport's own set-up messages first
     wake = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)  # this rank's wake-up pipe: peers write a byte per signal
     try:
         rows = exchange(p2p, block, host_id(), wake[0], timeout)

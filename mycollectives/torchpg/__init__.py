@@ -41,16 +41,14 @@ from collections.abc import Callable, Iterator
 
 import torch.distributed as dist
 
-from ..transport import _transports as _transport_cache
-from ..transport import current_local
+from ..transport import cache_transport, current_local
 from . import world as _world
 from .group import BACKEND, ThreadProcessGroup, Unsupported
-from .subgroup import GroupView, tag_base
+from .subgroup import tag_base
 from .work import TorchWork
 
 __all__ = [
     "BACKEND",
-    "GroupView",
     "ThreadProcessGroup",
     "TorchWork",
     "Unsupported",
@@ -60,12 +58,17 @@ __all__ = [
     "thread_world",
 ]
 
-_thread = threading.local()  # the transport of the thread world open in this thread
+
+class _Thread(threading.local):
+    transport = None  # the transport of the thread world open in this thread
+
+
+_thread = _Thread()
 
 
 def _create(common, options) -> ThreadProcessGroup:
     """torch's backend hook: the process group of ranks ``common.global_ranks_in_group``."""
-    parent = getattr(_thread, "transport", None)
+    parent = _thread.transport
     if parent is None:
         raise RuntimeError(
             f"backend {BACKEND!r} serves threads inside mycollectives.torchpg.thread_world(); "
@@ -74,13 +77,11 @@ def _create(common, options) -> ThreadProcessGroup:
     members = list(common.global_ranks_in_group)
     if not members:
         transport = parent  # the default group: the world's transport itself
-    elif hasattr(parent, "subgroup"):  # a virtual run's own subgroups (priced on their GPUs)
-        transport = parent.subgroup(members)
-    else:
-        transport = GroupView(parent, members, tag_base(str(common.group_id)))
+    else:  # the transport's own subgroup (a virtual run's is priced on its GPUs)
+        transport = parent.subgroup([parent.group_rank(m) for m in members], tag_base(str(common.group_id)))
     pg = ThreadProcessGroup(transport, str(common.group_id))
     # mc.all_reduce(t, group=pg) then uses the same transport (the package keeps one per torch group)
-    _transport_cache[pg] = transport
+    cache_transport(pg, transport)
     return pg
 
 

@@ -2,7 +2,10 @@
 
 ``local`` runs ranks as threads of one process; ``torch_dist`` sends through
 a torch process group (gloo, NCCL); ``shm`` moves the bytes of CPU ranks on
-one host through shared memory. :func:`resolve_group` turns a call's
+one host through shared memory. Every transport subclasses
+:class:`TransportBase` (``base.py``), which declares each extension point
+with a default; :func:`bind` makes one this thread's current transport.
+:func:`resolve_group` turns a call's
 ``group`` into a transport, choosing with :func:`transport_for` from the one
 table :data:`TRANSPORTS` (:func:`register_transport` adds an entry). What a
 transport can do it declares (``contract``: messages, loads from a heap,
@@ -21,13 +24,15 @@ from .base import (
     Label,
     Message,
     NotInGroup,
+    SubGroup,
     Transport,
+    TransportBase,
     TransportDeadlock,
     TransportPeerError,
     TransportTimeout,
 )
 from .contract import Capabilities, HostsHeap, PricesLoads, PricesSchedules, ReadsInPlace, capabilities
-from .local import LocalTransport, LocalWorld, TraceEvent, current_local, run_local
+from .local import LocalTransport, LocalWorld, TraceEvent, bind, current_local, run_local
 
 __all__ = [
     "COLLECTIVE_TAG",
@@ -36,6 +41,10 @@ __all__ = [
     "Label",
     "Message",
     "Transport",
+    "TransportBase",
+    "SubGroup",
+    "bind",
+    "cache_transport",
     "TransportDeadlock",
     "TransportPeerError",
     "TransportTimeout",
@@ -58,16 +67,16 @@ __all__ = [
 ]
 
 TRANSPORT_ENV = "MYCOLLECTIVES_TRANSPORT"
-Factory = Callable[[object, "float | None"], Transport]  # (process group, set-up timeout) -> transport
+Factory = Callable[[object, "float | None"], TransportBase]  # (process group, set-up timeout) -> transport
 
 
-def _group_transport(group, timeout: float | None) -> Transport:
+def _group_transport(group, timeout: float | None) -> TransportBase:
     from .torch_dist import TorchDistTransport
 
     return TorchDistTransport(group)
 
 
-def _shm_transport(group, timeout: float | None) -> Transport:
+def _shm_transport(group, timeout: float | None) -> TransportBase:
     from .shm import ShmTransport
 
     return ShmTransport(group, setup_timeout=timeout)
@@ -87,7 +96,13 @@ def register_transport(name: str, factory: Factory) -> None:
     TRANSPORTS[name] = factory
 
 
-def resolve_group(group=None, timeout: float | None = None) -> Transport:
+def cache_transport(group, transport: TransportBase) -> None:
+    """Make ``transport`` the one :func:`transport_for` returns for the process group ``group``
+    (torchpg's groups of a thread world are served by the thread world's transports)."""
+    _transports[group] = transport
+
+
+def resolve_group(group=None, timeout: float | None = None) -> TransportBase:
     """The transport for ``group``: a transport as is, a torch process group,
     or None for the enclosing local world or else torch's default group.
     Raises :class:`NotInGroup` for a group this rank is not in; ``timeout``
@@ -96,7 +111,7 @@ def resolve_group(group=None, timeout: float | None = None) -> Transport:
         local = current_local()
         if local is not None:
             return local
-    elif isinstance(group, Transport):
+    elif isinstance(group, TransportBase):
         return group
     try:
         import torch.distributed as dist

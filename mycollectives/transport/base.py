@@ -6,6 +6,15 @@ sends and receives together (NCCL needs that to avoid deadlock; other
 backends simply post them one by one), with the collectives' own tag. Handles have ``wait(timeout)`` and
 raise :class:`TransportTimeout` or :class:`TransportPeerError`; the executor
 turns those into errors that name the collective, round and peer.
+
+Every transport subclasses :class:`TransportBase`, which declares each
+extension point with its default: a :meth:`~TransportBase.subgroup` (the one
+generic :class:`SubGroup` view), a lane for async work
+(:meth:`~TransportBase.new_lane`), ``local_size``, batching (``batched`` and
+:meth:`~TransportBase.exchange`), the send and receive a rendezvous uses
+(:meth:`~TransportBase.point_to_point`, :meth:`~TransportBase.settled`) and
+what the flight recorder prints (:meth:`~TransportBase.describe`). A
+transport overrides what it does differently; nothing asks whether it has it.
 """
 
 from __future__ import annotations
@@ -13,12 +22,16 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import zlib
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import torch
 
 from ..errors import CollectiveTimeout, PeerError
+from ..flight.ident import job_id
+from .contract import Capabilities
+from .lane import Lane
 
 # The tag of every message of a collective. A user's own send and receive
 # (tag 0 by default, as in torch.distributed) never match a collective's
@@ -136,6 +149,148 @@ class Transport(Protocol):
     def group_rank(self, rank: int) -> int:
         """The rank within this communicator of a rank as the caller names it."""
         ...
+
+
+class TransportBase:
+    """One rank's end of a communicator, with the default of every extension point.
+
+    A subclass sets ``rank``, ``world_size``, ``device`` and ``timeout`` and
+    implements :meth:`isend` and :meth:`irecv`; everything else has a default
+    it may override."""
+
+    rank: int
+    world_size: int
+    device: torch.device
+    timeout: float
+    local: bool = False  # ranks are threads of one process (async calls run at once, no shared heap)
+    local_size: int | None = None  # ranks per node, where the transport knows it
+    batched: bool = False  # exchange() posts a round as one batch (NCCL): subgroups hand it on whole
+    flight_recorder = None  # this end's flight recorder, set by ``flight`` on first use
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What it declares (``contract.py``): by default messages, and a heap across processes."""
+        return Capabilities(messages=True, heap_loads=not self.local)
+
+    def isend(self, tensor: torch.Tensor, dst: int, tag: int = 0, label: Label | None = None) -> Work:
+        raise NotImplementedError(f"{type(self).__name__} must implement isend")
+
+    def irecv(self, tensor: torch.Tensor, src: int, tag: int = 0, label: Label | None = None) -> Work:
+        raise NotImplementedError(f"{type(self).__name__} must implement irecv")
+
+    def exchange(
+        self, sends: list[Message], recvs: list[Message], label: Label
+    ) -> tuple[list[Work], list[Work]]:
+        """Post one round: every receive, then every send, with the collectives' tag."""
+        recv_works = [self.irecv(m.tensor, m.peer, COLLECTIVE_TAG, label) for m in recvs]
+        send_works = [self.isend(m.tensor, m.peer, COLLECTIVE_TAG, label) for m in sends]
+        return send_works, recv_works
+
+    def group_rank(self, rank: int) -> int:
+        """The rank within this communicator of a rank as the caller names it (itself, by default)."""
+        if not 0 <= rank < self.world_size:
+            raise ValueError(f"rank {rank!r} is not a member of this group of {self.world_size}")
+        return rank
+
+    def subgroup(self, ranks, tag: int | None = None) -> TransportBase | None:
+        """The ranks ``ranks`` (ranks of this group) as a transport numbered ``0 .. len - 1``, or
+        None on a rank outside them. Its messages carry ``tag`` added to theirs; None derives one
+        from the ranks and how many subgroups of them this rank made (every member must make the
+        same subgroups in the same order, as ``torch.distributed.new_group``)."""
+        members = tuple(int(r) for r in ranks)
+        made = self.__dict__.setdefault("_subgroups_made", {})
+        made[members] = n = made.get(members, 0) + 1
+        if self.rank not in members:
+            return None
+        return SubGroup(self, members, subgroup_tag(members, n) if tag is None else tag)
+
+    def new_lane(self) -> Lane:
+        """The lane that runs this transport's collectives in order (``lane.py``)."""
+        return Lane(eager=self.local)
+
+    def point_to_point(self) -> TransportBase:
+        """The transport whose own send and receive a rendezvous exchanges its rows through."""
+        return self
+
+    def settled(self) -> None:
+        """Return once the transport's own set-up messages are done (a rendezvous must not cross them)."""
+
+    def join_heap(self, block, control: bool = False):
+        """The rendezvous of symmetric memory, for a transport that declares ``hosts_heap``
+        (``contract.HostsHeap``); others rendezvous through :meth:`point_to_point`."""
+        raise NotImplementedError(f"{type(self).__name__} hosts no heap of symmetric memory")
+
+    def describe(self) -> tuple[str, int, str, list[int]]:
+        """(job, this process's rank in the job, group name, the group's ranks in the job),
+        what the flight recorder prints."""
+        return job_id(), self.rank, "group", list(range(self.world_size))
+
+
+SUBGROUP_TAGS = 1 << 32  # a subgroup whose tag is derived gets a multiple of this, above every other tag
+
+
+def subgroup_tag(members: tuple[int, ...], n: int) -> int:
+    """The tag of the ``n``-th subgroup of ``members``, the same on every member."""
+    return (zlib.crc32(f"{members}#{n}".encode()) % (1 << 20) + 1) * SUBGROUP_TAGS
+
+
+class SubGroup(TransportBase):
+    """The ranks ``members`` of a ``parent`` transport, renumbered ``0 .. len - 1``.
+
+    ``members`` are ranks of the parent, in the order the subgroup numbers
+    them. Messages go through the parent with ``tag`` added, so two
+    subgroups that share ranks (or one subgroup on two streams) never take
+    each other's messages; a batched parent takes a round whole (no tags).
+    """
+
+    def __init__(self, parent: TransportBase, members, tag: int = 0):
+        self.parent, self.members, self.tag = parent, tuple(int(m) for m in members), int(tag)
+        where = f"subgroup on rank {parent.rank}"
+        if len(set(self.members)) != len(self.members):
+            raise ValueError(f"{where}: members {self.members} repeat a rank")
+        bad = [m for m in self.members if not 0 <= m < parent.world_size]
+        if bad:
+            raise ValueError(f"{where}: members {bad} are not ranks of a group of {parent.world_size}")
+        if parent.rank not in self.members:
+            raise ValueError(f"{where}: rank {parent.rank} is not one of the members {self.members}")
+        self._index = {m: i for i, m in enumerate(self.members)}
+        self.rank, self.world_size = self._index[parent.rank], len(self.members)
+        self.device, self.local = parent.device, parent.local
+        self.local_size, self.batched = parent.local_size, parent.batched
+
+    @property
+    def timeout(self) -> float:
+        return self.parent.timeout
+
+    def __repr__(self) -> str:
+        return f"SubGroup(rank {self.rank} of {self.members}, tag {self.tag})"
+
+    def group_rank(self, rank: int) -> int:
+        """This subgroup's number for a rank the caller names as the parent does."""
+        r = self.parent.group_rank(rank)
+        if r not in self._index:
+            raise ValueError(f"rank {rank} is not a member of this subgroup {self.members}")
+        return self._index[r]
+
+    def isend(self, tensor: torch.Tensor, dst: int, tag: int = 0, label: Label | None = None) -> Work:
+        return self.parent.isend(tensor, self.members[dst], self.tag + tag, label)
+
+    def irecv(self, tensor: torch.Tensor, src: int, tag: int = 0, label: Label | None = None) -> Work:
+        return self.parent.irecv(tensor, self.members[src], self.tag + tag, label)
+
+    def exchange(self, sends: list[Message], recvs: list[Message], label: Label):
+        if not self.batched:
+            return super().exchange(sends, recvs, label)
+        out = [Message(m.tensor, self.members[m.peer], m.pieces) for m in sends]
+        inn = [Message(m.tensor, self.members[m.peer], m.pieces) for m in recvs]
+        return self.parent.exchange(out, inn, label)
+
+    def settled(self) -> None:
+        self.parent.settled()
+
+    def describe(self) -> tuple[str, int, str, list[int]]:
+        job, owner, name, ranks = self.parent.describe()
+        return job, owner, f"{name} subgroup", [ranks[m] for m in self.members]
 
 
 class Done:

@@ -1,10 +1,9 @@
 """What a transport declares it can do (:class:`Capabilities`), read by the
 executor, the load/store path and the API instead of probing objects.
 
-A transport sets a ``capabilities`` attribute; one that declares nothing
-(a user's wrapper, say) moves messages, and its ranks can share a heap of
-symmetric memory when they are processes rather than the threads of a local
-world. A transport that can hand a received message over where it lies
+Every transport has a ``capabilities`` attribute (``TransportBase``'s
+default: it moves messages, and its ranks can share a heap of symmetric
+memory when they are processes rather than the threads of a local world). A transport that can hand a received message over where it lies
 (shared memory) declares ``read_in_place`` and offers :class:`ReadsInPlace`'s
 two methods: the executor then reduces straight from there, with no copy.
 One that prices a schedule as a whole before its messages move (the virtual
@@ -79,8 +78,5 @@ class PricesLoads(Protocol):
 
 
 def capabilities(transport) -> Capabilities:
-    """What ``transport`` declares, or what one that declares nothing can do."""
-    declared = getattr(transport, "capabilities", None)
-    if isinstance(declared, Capabilities):
-        return declared
-    return Capabilities(messages=True, heap_loads=not transport.local)
+    """What ``transport`` declares (a ``TransportBase`` subclass overrides ``capabilities``)."""
+    return transport.capabilities

@@ -18,11 +18,12 @@ book's space-time diagrams and animations are drawn from.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
-from .base import env_timeout
+from .base import TransportBase, env_timeout
 from .local_mail import Mail
 from .local_rank import LocalTransport, TraceEvent  # noqa: F401 (TraceEvent re-exported)
 
@@ -32,6 +33,20 @@ _current = threading.local()
 def current_local() -> LocalTransport | None:
     """The transport of the local-world rank running in this thread, if any."""
     return getattr(_current, "transport", None)
+
+
+@contextlib.contextmanager
+def bind(transport: TransportBase | None) -> Iterator[TransportBase | None]:
+    """Make ``transport`` this thread's current one (what ``group=None`` means) inside the block;
+    the one before comes back on leaving it (None: no current transport)."""
+    if transport is not None and not isinstance(transport, TransportBase):
+        raise TypeError(f"bind: expected a transport (a TransportBase), got {type(transport).__name__}")
+    before = current_local()
+    _current.transport = transport
+    try:
+        yield transport
+    finally:
+        _current.transport = before
 
 
 class LocalWorld:
@@ -97,13 +112,12 @@ class LocalWorld:
         self.mail.start(range(self.world_size))
 
         def main(rank: int) -> None:
-            _current.transport = self.transports[rank]
             try:
-                results[rank] = fn(rank, *args)
+                with bind(self.transports[rank]):
+                    results[rank] = fn(rank, *args)
             except BaseException as e:  # noqa: BLE001 - reported to the caller below
                 errors[rank] = e
             finally:
-                _current.transport = None
                 self.mail.finish(rank, errors[rank])
 
         threads = [

@@ -21,6 +21,8 @@ deadlocked: its own failure then reaches the ranks that wait on it.
 from __future__ import annotations
 
 import collections
+import itertools
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -29,6 +31,8 @@ from dataclasses import dataclass
 import torch
 
 from .base import TransportDeadlock, TransportPeerError, TransportTimeout
+
+_worlds = itertools.count()  # a world's number, never reused (an id() may be)
 
 
 @dataclass
@@ -49,6 +53,7 @@ class Mail:
             eager_bytes,
         )
         self.trace: list = []
+        self.job = f"local-{os.getpid()}-{next(_worlds)}"  # what flight records name this world by
         self.running: set[int] | None = None  # ranks inside a run, for deadlock detection
         self.failed: dict[int, BaseException] = {}
         self._cond = threading.Condition()

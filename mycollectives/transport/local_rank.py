@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import COLLECTIVE_TAG, Label, Message
+from .base import COLLECTIVE_TAG, Label, Message, TransportBase
 from .local_mail import Letter, Mail
 
 
@@ -33,7 +33,7 @@ class TraceEvent:
     t_recv: float | None = None
 
 
-class LocalTransport:
+class LocalTransport(TransportBase):
     """One rank's end of a local world."""
 
     local = True
@@ -49,6 +49,9 @@ class LocalTransport:
 
     def group_rank(self, rank: int) -> int:
         return rank
+
+    def describe(self) -> tuple[str, int, str, list[int]]:
+        return self.mail.job, self.rank, "local world", list(range(self.world_size))
 
     def isend(self, tensor, dst, tag=0, label=None, pieces=()):
         events = []

@@ -55,7 +55,7 @@ import weakref
 import torch
 
 from ..errors import CollectiveTimeout, PeerError
-from .base import COLLECTIVE_TAG, Done, Label, Message, TransportPeerError, TransportTimeout
+from .base import COLLECTIVE_TAG, Done, Label, Message, TransportBase, TransportPeerError, TransportTimeout
 from .contract import Capabilities
 from .shm_bells import Doorbells
 from .shm_regions import Inbox, Outbox, host_id, stem, unlink_all
@@ -66,7 +66,7 @@ DEFAULT_EAGER_BYTES = 1  # every message with a byte in it: a doorbell costs les
 CLOSE_GRACE_S = 5.0  # how long close() waits for peers to map what they were sent
 
 
-class ShmTransport:
+class ShmTransport(TransportBase):
     """One rank's end of a process group whose ranks share a host, with the
     bytes of large messages moved through shared memory (see the module)."""
 
@@ -116,6 +116,13 @@ class ShmTransport:
     def bells(self) -> Doorbells:
         """The doorbells, once the set-up (started at construction) is done."""
         return self._bells or self._ready()
+
+    def point_to_point(self) -> TorchDistTransport:
+        """The process group's own send and receive (a rendezvous's rows go there)."""
+        return self.inner
+
+    def describe(self) -> tuple[str, int, str, list[int]]:
+        return self.inner.describe()
 
     def settled(self) -> None:
         """Wait until the set-up's messages are done: for a caller about to

@@ -28,11 +28,13 @@ import weakref
 import torch
 import torch.distributed as dist
 
+from ..flight.ident import job_id
 from .base import (
     COLLECTIVE_TAG,
     Label,
     Message,
     NotInGroup,
+    TransportBase,
     TransportPeerError,
     TransportTimeout,
     env_timeout,
@@ -43,7 +45,7 @@ DEFAULT_TIMEOUT = 300.0
 SPIN_SECONDS = float(os.environ.get("MYCOLLECTIVES_SPIN_US", "200")) * 1e-6
 
 
-class TorchDistTransport:
+class TorchDistTransport(TransportBase):
     """One rank's end of a torch process group.
 
     ``batched`` posts each round through ``batch_isend_irecv`` and polls for
@@ -90,6 +92,14 @@ class TorchDistTransport:
             return self._group_of[rank]
         except (KeyError, TypeError):
             raise ValueError(f"rank {rank!r} is not a member of this process group") from None
+
+    def describe(self) -> tuple[str, int, str, list[int]]:
+        try:
+            ranks, owner = dist.get_process_group_ranks(self.group), dist.get_rank()
+            name = "default" if self.group is dist.group.WORLD else str(self.group.group_name)
+        except (RuntimeError, ValueError, AttributeError):
+            return super().describe()
+        return job_id(), owner, name, ranks
 
     def isend(self, tensor, dst, tag=0, label=None):
         # the process group's own send: ``dst`` is already a group rank, and the

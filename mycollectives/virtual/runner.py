@@ -18,7 +18,7 @@ from ..memory.roofline import Roofline
 from ..sim.engine import LinkModel
 from ..topology import PRESETS, Topology, cluster
 from ..topology.nodes import NODES
-from ..transport import local as _local
+from ..transport import bind
 from . import maestro as _m
 from .compute import Charge, roofline_of
 from .streams import calls_of
@@ -209,16 +209,12 @@ def run(
 @contextlib.contextmanager
 def _rank(transport: VirtualTransport, hooks: list):
     """A rank's thread: its transport is what ``group=None`` means, and the setup hooks' contexts are held."""
-    _local._current.transport = transport
-    try:
-        with contextlib.ExitStack() as stack:
-            for h in hooks:
-                cm = h(transport.rank, transport.world_size)
-                if cm is not None:
-                    stack.enter_context(cm)
-            yield
-    finally:
-        _local._current.transport = None
+    with bind(transport), contextlib.ExitStack() as stack:
+        for h in hooks:
+            cm = h(transport.rank, transport.world_size)
+            if cm is not None:
+                stack.enter_context(cm)
+        yield
 
 
 def _raise_first(maestro: _m.Maestro, topo: Topology) -> None:

@@ -23,7 +23,7 @@ import weakref
 import torch
 
 from .. import flight
-from ..api.work import Work, _settle
+from ..transport.lane import Work, settle
 from . import maestro as _m
 from .compute import paused
 
@@ -73,7 +73,7 @@ class StreamWork(Work):
             if self._future is None:
                 self._future = _Future(self)
                 if self._done.is_set():
-                    _settle(self._future, self._outputs, self._error)
+                    settle(self._future, self._outputs, self._error)
             return self._future
 
 
@@ -154,4 +154,4 @@ class StreamLane:
             self.cluster.span(actor.rank, "stream", start, actor.clock)
             _keep(self.cluster, [actor.rank, "stream", start, actor.clock, entry])
             maestro.fire(work.activity, actor.clock)  # first: callbacks of its future may wait on it
-            work._finish(error)
+            work.finish(error)

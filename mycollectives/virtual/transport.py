@@ -27,8 +27,8 @@ import numpy as np
 import torch
 
 from ..schedule import Round
-from ..sim.engine import _messages
-from ..transport.base import COLLECTIVE_TAG, Label, Message
+from ..sim.engine import round_messages
+from ..transport.base import COLLECTIVE_TAG, Label, Message, TransportBase
 from ..transport.contract import Capabilities
 from . import heap as _heap
 from . import maestro as _m
@@ -78,7 +78,7 @@ class Cluster:
             where = np.asarray(gpus)
             lat, count = [], []
             for rnd in schedule.rounds:
-                src, dst, _ = _messages(rnd, len(gpus), 1) if isinstance(rnd, Round) else rnd
+                src, dst, _ = round_messages(rnd, len(gpus), 1) if isinstance(rnd, Round) else rnd
                 lat.append(self.net.model.round_latency(where[src], where[dst]) if len(src) else 0.0)
                 count.append(len(src))
             if len(self.latencies) >= 512:  # all-to-all with splits makes a schedule per call
@@ -155,7 +155,7 @@ class VirtualWork:
         return True
 
 
-class VirtualTransport:
+class VirtualTransport(TransportBase):
     """Rank ``rank`` of a namespace whose ranks are the GPUs ``gpus`` of the cluster (see the module)."""
 
     local = True  # ranks are threads of one process
@@ -182,11 +182,14 @@ class VirtualTransport:
         except ValueError:
             raise ValueError(f"rank {rank} is not a member of this group {self.gpus}") from None
 
-    def subgroup(self, ranks) -> VirtualTransport | None:
+    def describe(self) -> tuple[str, int, str, list[int]]:
+        return f"virtual-{id(self.cluster):x}", self.gpus[self.rank], "virtual group", list(self.gpus)
+
+    def subgroup(self, ranks, tag: int | None = None) -> VirtualTransport | None:
         """A transport for ``ranks`` (ranks of this group), numbered ``0..len(ranks)-1`` in that order,
-        with messages of its own; None on a rank outside it. Every rank of this group must make the
-        same subgroups in the same order (as ``torch.distributed.new_group``). Its :meth:`group_rank`
-        maps the run's world ranks to its own."""
+        with messages of its own (the contract's subgroup, priced on its GPUs); None on a rank outside
+        it. Without ``tag``, every member must make the subgroups of those ranks in the same order (as
+        ``torch.distributed.new_group``). Its :meth:`group_rank` maps the run's world ranks to its own."""
         ranks = tuple(int(r) for r in ranks)
         if len(set(ranks)) != len(ranks) or not all(0 <= r < self.world_size for r in ranks):
             raise ValueError(
@@ -196,7 +199,7 @@ class VirtualTransport:
         self._made[gpus] += 1
         if self.rank not in ranks:
             return None
-        ns = (*self.namespace, (gpus, self._made[gpus]))
+        ns = (*self.namespace, (gpus, self._made[gpus] if tag is None else ("tag", tag)))
         return VirtualTransport(self.cluster, gpus, ranks.index(self.rank), ns, self.local_size)
 
     def new_lane(self):
