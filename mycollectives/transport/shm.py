@@ -59,7 +59,7 @@ from .base import COLLECTIVE_TAG, Done, Label, Message, TransportBase, Transport
 from .contract import Capabilities
 from .shm_bells import Doorbells
 from .shm_regions import Inbox, Outbox, host_id, stem, unlink_all
-from .shm_setup import on_sigterm
+from .shm_setup import on_sigterm, sweep
 from .torch_dist import TorchDistTransport
 
 DEFAULT_EAGER_BYTES = 1  # every message with a byte in it: a doorbell costs less than gloo's send
@@ -80,6 +80,7 @@ class ShmTransport(TransportBase):
         eager_bytes: int | None = None,
         setup_timeout: float | None = None,
     ):
+        sweep()  # files that ranks killed without cleaning up left behind
         self.inner = TorchDistTransport(group, timeout, batched=False)
         if self.inner.nccl:
             raise ValueError("ShmTransport moves CPU tensors; under NCCL use the process group's transport")

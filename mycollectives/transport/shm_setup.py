@@ -19,8 +19,10 @@ Files leave ``/dev/shm``
   id) and unlinks the dead rank's files;
 * when Python's resource tracker, a separate process, sees its owner end
   without cleaning up (SIGKILL, ``os._exit``): the files are registered with
-  it. Only a whole job killed by SIGKILL on a machine whose tracker processes
-  die too can leave files behind; the operating system gives no other hook.
+  it;
+* at the latest, when the next shared-memory transport on the host starts:
+  :func:`sweep` unlinks this user's files that no process maps or holds
+  open (a whole job killed by SIGKILL, its tracker too).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import glob
 import os
 import signal
 import threading
+import time
 import weakref
 from multiprocessing import resource_tracker
 
@@ -126,3 +129,46 @@ def _terminate(signum, frame) -> None:
             t.close(grace=0.0)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.kill(os.getpid(), signal.SIGTERM)
+
+
+_swept = False
+
+
+def sweep(min_age: float = 10.0) -> list[str]:
+    """Unlink the package's files in ``/dev/shm`` that are this user's, older than ``min_age``
+    seconds, and mapped or held open by no process (their owners died without cleaning up);
+    once per process. Returns the paths unlinked."""
+    global _swept
+    if _swept:
+        return []
+    _swept = True
+    now, uid, old = time.time(), os.getuid(), set()
+    for path in glob.glob(os.path.join(SHM_DIR, "mycollectives-*")):
+        with contextlib.suppress(OSError):
+            st = os.stat(path)
+            if st.st_uid == uid and now - st.st_mtime > min_age:
+                old.add(path)
+    gone = sorted(old - _in_use(old)) if old else []
+    for path in gone:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    return gone
+
+
+def _in_use(paths: set[str]) -> set[str]:
+    """Those of ``paths`` that a process of this host maps or holds open (as far as /proc shows;
+    another user's processes cannot map this user's files, which are 0600)."""
+    used: set[str] = set()
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        with contextlib.suppress(OSError):
+            with open(f"/proc/{pid}/maps") as f:
+                used.update(
+                    line.split(None, 5)[-1].removesuffix(" (deleted)").strip()
+                    for line in f
+                    if SHM_DIR in line
+                )
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    used.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+    return used & paths
