@@ -7,7 +7,7 @@ above each exercise (and of the cells that set its question up), its outputs
 and the prose. It then runs the exercise's solution, reads the answers it
 sets (the names the placeholder cell leaves as ``None``), and fails if one of
 them appears there, in any unit (seconds, milliseconds, microseconds; bytes,
-KiB, MiB, GiB) to three significant figures. Small integers and powers of
+and for byte counts KiB, MiB, GiB) to three significant figures. Small integers and powers of
 two are left out: they occur everywhere by chance.
 
 Executing every page is the book build's cost, so these tests carry the
@@ -33,7 +33,8 @@ pytestmark = [pytest.mark.book, pytest.mark.timeout(1800)]
 
 MARK = "__exercise_answers__"
 NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
-SCALES = [10.0**k for k in range(-12, 13, 3)] + [2.0**k for k in (-30, -20, -10, 10, 20, 30)]
+DECIMAL = [10.0**k for k in range(-12, 13, 3)]  # s, ms, us, ns; B, kB, MB, GB ...
+BINARY = [2.0**k for k in (-30, -20, -10, 10, 20, 30)]  # KiB, MiB, GiB: for byte counts (integers) only
 
 
 def answer_names(before: str) -> list[str]:
@@ -62,7 +63,8 @@ def shown(numbers: list[str], x: float) -> str | None:
         if significant(text) < 3:
             continue
         y = float(text.replace(",", ""))
-        if any(math.isclose(y * s, x, rel_tol=2e-3) for s in SCALES):
+        scales = DECIMAL + (BINARY if float(x).is_integer() else [])
+        if any(math.isclose(y * s, x, rel_tol=2e-3) for s in scales):
             return text
     return None
 
