@@ -36,14 +36,14 @@ class Metered(Network):
         self.sent = np.zeros((self.topo.num_gpus, len(CLASSES)))
         self._class: dict[tuple[int, int], int] = {}
 
-    def post(self, src: int, dst: int, nbytes: int, latency: float, done, maestro) -> None:
-        key = (src, dst)
+    def post(self, src: int, dst: int, nbytes: int, latency: float, done, maestro, rail: int = -1) -> None:
+        key = (src, dst, rail)
         cls = self._class.get(key)
         if cls is None:
-            links = self.links(src, dst)
+            links = self.links(src, dst, rail)
             cls = self._class[key] = int(self.topo.link_class[links].max()) if len(links) else NVLINK
         self.sent[src, cls] += nbytes
-        super().post(src, dst, nbytes, latency, done, maestro)
+        super().post(src, dst, nbytes, latency, done, maestro, rail)
 
 
 def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
