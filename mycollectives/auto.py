@@ -7,7 +7,9 @@ the alpha-beta-gamma time of every algorithm on the menu from its schedule
 registered algorithm is a candidate at once, formula or not. Above 64 ranks
 an algorithm with a closed form is ranked by it instead (microseconds, where
 building the schedules of a call on thousands of ranks takes seconds to
-minutes); up to 64 ranks the two rankings pick the same algorithm
+minutes), and above 256 ranks one without a closed form is left out of the
+choice (:func:`mycollectives.cost.left_out` names it; it still runs when
+named); up to 64 ranks the two rankings pick the same algorithm
 (``tests/test_auto_scale.py``; on sizes no ``p`` divides, a closed form
 charges the largest chunk and its pick is within 0.1 % of the counted best).
 The answer depends only on its arguments, so every rank picks the same

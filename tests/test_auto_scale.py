@@ -6,8 +6,9 @@ import pytest
 
 import mycollectives as mc
 from mycollectives import auto
-from mycollectives.algorithms import COLLECTIVES, entry, register, unregister
-from mycollectives.cost import DEFAULT_MACHINE, FORMULAS, Machine, cheapest, has_closed_form, predict
+from mycollectives.algorithms import register, unregister
+from mycollectives.collectives import collectives
+from mycollectives.cost import DEFAULT_MACHINE, Machine, cheapest, has_closed_form, left_out, predict
 from mycollectives.cost import choose as choose_mod
 
 WORLD_SIZES = (2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 31, 32, 48, 64)
@@ -20,7 +21,7 @@ def _node_sizes(p: int) -> list[int | None]:
     return [None] + [ls for ls in (2, 3, 4, 8) if p % ls == 0 and ls < p]
 
 
-@pytest.mark.parametrize("collective", COLLECTIVES)
+@pytest.mark.parametrize("collective", collectives())
 def test_closed_forms_choose_what_counting_chooses(collective):
     """For p <= 64, sizes from 4 B to 64 MiB and every node size: the ranking by
     closed forms (what ``auto`` uses above 64 ranks) picks what counting picks.
@@ -42,7 +43,7 @@ def test_closed_forms_choose_what_counting_chooses(collective):
                         assert counted[formula] <= counted[best] * 1.001, where
 
 
-@pytest.mark.parametrize("collective", COLLECTIVES)
+@pytest.mark.parametrize("collective", collectives())
 def test_closed_forms_rank_every_candidate_counting_ranks(collective):
     """Same candidates both ways (a node size that does not divide p is refused by both)."""
     for p, ls in ((6, 4), (12, 4), (16, 8), (15, 4)):
@@ -62,10 +63,10 @@ def test_small_worlds_are_counted_large_ones_use_formulas(monkeypatch):
     cheapest("all_reduce", choose_mod.COUNT_UP_TO, 1 << 20)
     assert built, "a small world is ranked by counting"
     built.clear()
-    for c in COLLECTIVES:
+    for c in collectives():
         for n in (4, 1 << 20, 64 << 20):
             assert cheapest(c, 4096, n, local_size=8) in mc.algorithms(c)
-    without = {(c, a) for c in COLLECTIVES for a in mc.algorithms(c) if not has_closed_form(c, a)}
+    without = {(c, a) for c in collectives() for a in mc.algorithms(c) if not has_closed_form(c, a)}
     assert {a[:2] for a in built} <= without, "4,096 ranks: a schedule with a closed form was built"
 
 
@@ -78,8 +79,9 @@ def test_symmetric_memory_is_always_counted(monkeypatch):
     assert built
 
 
-def test_an_algorithm_without_a_closed_form_is_counted_at_scale():
-    """Closed forms are optional: at 4,096 ranks a new algorithm is still ranked, by counting."""
+def test_an_algorithm_without_a_closed_form_is_counted_then_left_out_at_scale():
+    """Closed forms are optional: a new algorithm is ranked by counting up to 256 ranks; above, where
+    counting would build a schedule of every rank's transfers, auto leaves it out and says so."""
 
     @register("all_gather", "free_lunch")  # moves nothing: the cheapest there is
     def free_lunch(spec):
@@ -87,9 +89,15 @@ def test_an_algorithm_without_a_closed_form_is_counted_at_scale():
 
     try:
         assert not has_closed_form("all_gather", "free_lunch")
-        times = predict("all_gather", 4096, 1 << 20)
-        assert times["free_lunch"] == 0.0
-        assert cheapest("all_gather", 4096, 1 << 20) == "free_lunch"
+        assert predict("all_gather", 256, 1 << 20)["free_lunch"] == 0.0
+        assert cheapest("all_gather", 256, 1 << 20) == "free_lunch"
+        assert left_out("all_gather", 256) == ()
+        assert left_out("all_gather", 4096) == ("free_lunch",)
+        assert "free_lunch" not in predict("all_gather", 4096, 1 << 20)
+        assert cheapest("all_gather", 4096, 1 << 20) in mc.algorithms("all_gather")
+        assert predict("all_gather", 4096, 1 << 20, method="counted", candidates=["free_lunch"]) == {
+            "free_lunch": 0.0
+        }
     finally:
         unregister("all_gather", "free_lunch")
 
@@ -99,22 +107,19 @@ def test_predict_refuses_an_unknown_method():
         predict("all_reduce", 8, 64, method="guess")
 
 
-# the package's own builder modules (a new algorithm comes in a file of its own)
-SHIPPED = ("all_gather", "all_reduce", "all_to_all", "barrier", "broadcast", "hierarchical", "pat", "reduce",
-           "reduce_scatter", "scatter_gather", "trees")  # fmt: skip
-
-
-def test_every_algorithm_the_package_ships_has_a_closed_form():
-    """The fast path covers the package's own menu; an algorithm added in a file of its own (the
-    appendix's recipe) may come without one, and is then counted at any size."""
-    shipped = {"mycollectives.algorithms." + m for m in SHIPPED}
-    missing = [
-        (c, a)
-        for c in COLLECTIVES
-        for a in mc.algorithms(c)
-        if entry(c, a).build.__module__ in shipped and (c, a) not in FORMULAS
-    ]
-    assert missing == []
+def test_every_algorithm_without_a_closed_form_is_ranked_by_counting():
+    """An algorithm of the menu without a closed form (shipped or added) is a candidate the formula
+    ranking counts, at the time counting gives."""
+    for c in collectives():
+        for a in mc.algorithms(c):
+            if has_closed_form(c, a):
+                continue
+            for p, ls in ((8, 4), (12, 4)):
+                both = [
+                    predict(c, p, 1 << 16, local_size=ls, candidates=[a], method=m)
+                    for m in ("formula", "counted")
+                ]
+                assert both[0] == both[1] and list(both[0]) in ([a], []), (c, a, p)
 
 
 def test_local_size_reaches_auto(monkeypatch):

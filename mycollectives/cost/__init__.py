@@ -18,11 +18,12 @@ Nothing here moves a byte: the cost model reads schedules.
 from __future__ import annotations
 
 from .calibration import Calibration, fit_alpha_beta
-from .choose import DEFAULT_MACHINE, cheapest, crossover_size, formula_time, predict
+from .choose import DEFAULT_MACHINE, cheapest, crossover_size, formula_time, left_out, predict
 from .counted import Machine, counted_cost, round_load, round_times, traffic
 from .formulas import FORMULAS, UPPER_BOUND, closed_form, has_closed_form
 
 __all__ = [
+    "left_out",
     "Machine",
     "Calibration",
     "counted_cost",
