@@ -229,13 +229,18 @@ class VirtualTransport(TransportBase):
         else:
             letter.arrived.then.append(lambda at: maestro.fire(work.activity, at))
 
+    def _call_starts(self, actor: _m.Actor, label: Label) -> None:
+        """A call's first message on this actor (see the module): the one place a call's own pricing
+        begins: the protocol NCCL picked for it (or the run's), and its base latency or NCCL's time."""
+        price = actor.state["price"] = _tuning.Pricing(self.cluster, actor.state.pop("nccl", None))
+        actor.clock += price.start
+
     def exchange(self, sends: list[Message], recvs: list[Message], label: Label):
         """A round's messages, each priced on its own (see the module); a new call pays the base latency."""
         actor, free = _m.current(), _FREE in label.collective
         key, last = (self.namespace, label.collective, label.algorithm, label.round), actor.state.get("call")
         if not free and (last is None or key[:3] != last[:3] or key[3] <= last[3]):
-            price = actor.state["price"] = _tuning.Pricing(self.cluster, actor.state.pop("nccl", None))
-            actor.clock += price.start  # a call's first message on this actor: base latency (or NCCL's time)
+            self._call_starts(actor, label)
         actor.state["call"] = key  # a call's rounds only go forward: an earlier or equal round is a new call
         price = None if free else actor.state["price"]  # the protocol NCCL picked, or the run's
         recv_works = [self.irecv(m.tensor, m.peer, COLLECTIVE_TAG, label) for m in recvs]
