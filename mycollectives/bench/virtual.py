@@ -127,11 +127,12 @@ def choices(run, sizes: list[int]) -> list[str]:
     for call in run.calls:
         if len(call.gpus) == len(run.clocks) and call.collective != "barrier":
             seen.setdefault(call.nbytes, call)
-    lines = ["#       size  NCCL 2.30.7's choice       channels  schedule run          priced by"]
+    lines = ["#       size  NCCL 2.30.7's choice       channels           schedule run          priced by"]
     for size, call in sorted(seen.items()):
         ch = call.choice
         lines.append(
-            f"# {size:10d}  {ch.algorithm + '/' + ch.protocol:<25s} {ch.channels:8d}  "
+            f"# {size:10d}  {ch.algorithm + '/' + ch.protocol:<25s} {ch.channels:8d}"
+            f"{'' if call.channels_run == ch.channels else f' (ran {call.channels_run})':>9s}  "
             f"{ch.schedule + ('' if ch.exact else ' (nearest)'):<20s}  {call.priced}"
         )
     return lines

@@ -15,9 +15,11 @@ choice prices the call:
   time NCCL's algorithm takes on these links (:func:`~mycollectives.sim.simulate_nccl`,
   NVLS at its channels and ``nvlsEfficiency``), from the moment the last rank joins.
 
-Every call is recorded in :attr:`Run.calls <mycollectives.virtual.Run>` (a
-:class:`Called`). Until the package's schedules take a channel count, a call
-runs one channel; the record keeps NCCL's count.
+A call priced as flows runs on NCCL's channel count (the package's channel
+transform, :mod:`mycollectives.algorithms.channels`: each channel its own ring
+or tree, on its own rail between nodes); one priced by NCCL's model runs one
+channel, which would not change its time. Every call is recorded in
+:attr:`Run.calls <mycollectives.virtual.Run>` (a :class:`Called`).
 """
 
 from __future__ import annotations
