@@ -204,7 +204,8 @@ def paused():
 
 class _Reductions(TorchDispatchMode):
     """Inside a collective: every op that is not a copy (the network's work) is a reduction, charged
-    to ``actor``'s clock as a memory-bound kernel at ``charge``'s rates."""
+    to ``actor``'s clock as memory-bound work at ``charge``'s HBM rate (inside the collective's own
+    kernel, so without a kernel floor of its own)."""
 
     def __init__(self, charge: Charge, actor):
         super().__init__()
@@ -217,7 +218,8 @@ class _Reductions(TorchDispatchMode):
         if func.is_view or name in _FREE_OPS or name in _MOVES or func.namespace in _HOST_NAMESPACES:
             return out
         nbytes = _bytes(args) + _bytes(kwargs) + _bytes(out)
-        self.actor.clock += self.c.seconds(0.0, nbytes) * self.c.slow
+        # no floor: the reductions run inside the collective's kernel, as NCCL's do, not as kernels of their own
+        self.actor.clock += nbytes / (self.c.roof.bandwidth * self.c.rates.hbm) * self.c.slow
         return out
 
 

@@ -8,9 +8,9 @@ compute="achieved")``) a rank's ops are priced at what measured GPUs reach:
   (bekman2025mamf) (A100 SXM 86.9 %, H100 SXM 80.3 %, GH200 83.8 %
   for the H200, which shares its HBM3e and Hopper die, B200 77.6 %, and
   the B200's figure for a GB200, which has none measured), and below it
-  by shape: a GEMM is cut into 128 x 128 output tiles that the GPU's SMs run
-  in waves, so a shape that leaves tiles partly empty, or a last wave
-  partly idle, pays for the whole tile or wave (tile and wave quantisation,
+  by shape: a GEMM of at least one wave is cut into 128 x 128 output tiles
+  that the GPU's SMs run in waves, so a shape that leaves tiles partly
+  empty, or a last wave partly idle, pays for the whole tile or wave (tile and wave quantisation,
   NVIDIA's *Matrix Multiplication Background* guide (nvidia2023matmul)).
   A float32 GEMM runs at the TF32 tensor-core rate (half the bf16 one, as
   on the A100 and H100 datasheets) when torch's
@@ -105,11 +105,15 @@ def gemm_shape(name: str, args) -> tuple[int, int, int, int] | None:
 
 
 def quantisation(shape: tuple[int, int, int, int], sms: int) -> float:
-    """How much longer than its FLOPs say a GEMM takes: the tiles and waves it pays for over what it uses."""
+    """How much longer than its FLOPs say a GEMM takes: the tiles and waves it pays for over what it uses.
+
+    Only a GEMM of at least one full wave of tiles is charged so; a smaller one leaves SMs idle
+    whatever its tiles, and libraries split its K or pick smaller tiles, which this does not model
+    (the HBM bound and the kernel floor price it)."""
     batch, m, n, _ = shape
-    if m * n * batch == 0:
-        return 1.0
     tiles = batch * math.ceil(m / TILE) * math.ceil(n / TILE)
+    if tiles < sms:
+        return 1.0
     waves = math.ceil(tiles / sms)
     return waves * sms * TILE * TILE / (batch * m * n)
 
