@@ -36,14 +36,14 @@ class Metered(Network):
         self.sent = np.zeros((self.topo.num_gpus, len(CLASSES)))
         self._class: dict[tuple[int, int], int] = {}
 
-    def post(self, src: int, dst: int, nbytes: int, latency: float, done, maestro) -> None:
+    def post(self, src: int, dst: int, nbytes: int, *args, **kwargs) -> None:
         key = (src, dst)
         cls = self._class.get(key)
-        if cls is None:
+        if cls is None:  # the class of the route's slowest kind of link (any rail: they cross the same kinds)
             links = self.links(src, dst)
             cls = self._class[key] = int(self.topo.link_class[links].max()) if len(links) else NVLINK
         self.sent[src, cls] += nbytes
-        super().post(src, dst, nbytes, latency, done, maestro)
+        super().post(src, dst, nbytes, *args, **kwargs)
 
 
 def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
