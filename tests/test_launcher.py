@@ -285,7 +285,20 @@ def test_every_rank_draws_from_its_own_generator_as_a_process_would(tmp_path):
         "ws = [torch.zeros(3, 3) for _ in range(dist.get_world_size())]\n"
         "dist.all_gather(ws, w)\n"
         "assert all(torch.equal(ws[0], y) for y in ws), 'the ranks made different models'\n"
+        "torch.manual_seed(2)\n"
+        "d = torch.nn.Dropout(0.3)(torch.ones(64))\n"
+        "torch.nn.functional.dropout(torch.ones(3), 0.3, training=False)\n"
+        "g = torch.Generator().manual_seed(2)\n"
+        "want = torch.ones(64) * torch.empty(64).bernoulli_(0.7, generator=g).div_(0.7)\n"
+        "assert torch.equal(d, want), 'dropout did not draw from the rank generator'\n"
     )
+    with (
+        torch.random.fork_rng()
+    ):  # the mask the script expects is torch's own dropout's, in a process seeded 2
+        torch.manual_seed(2)
+        real = torch.nn.functional.dropout(torch.ones(64), 0.3)
+        g = torch.Generator().manual_seed(2)
+        assert torch.equal(real, torch.ones(64) * torch.empty(64).bernoulli_(0.7, generator=g).div_(0.7))
     seed = torch.initial_seed()
     assert launched("--nproc-per-node", 4, _script(tmp_path, body)) == 0
     assert torch.initial_seed() == seed  # the process's own generator is not the ranks'

@@ -22,8 +22,8 @@ rank's GPU would:
 * random numbers come from a generator of the rank's own, seeded by its
   ``torch.manual_seed`` (and ``torch.cuda.manual_seed``), as each process of
   a torchrun job has its own: every torch function that takes
-  ``generator=`` gets the rank's when it is given none (dropout, which takes
-  none, still draws from the process's generator);
+  ``generator=`` gets the rank's when it is given none, and ``F.dropout``
+  (``nn.Dropout``) draws its mask from it too;
 * ``memory_allocated`` / ``max_memory_allocated`` read a ledger of the bytes
   of tensor storage the rank made (:class:`~mycollectives.memory.tracker.LiveTensors`).
 

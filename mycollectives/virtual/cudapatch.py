@@ -24,7 +24,8 @@ from . import cuda as _c
 
 CPU = torch.device("cpu")
 _T = torch.Tensor
-# torch functions that draw random numbers and take ``generator=`` (given the rank's when they have none)
+# torch functions that draw random numbers and take ``generator=`` (given the rank's when they have none);
+# F.dropout takes none: it is computed here as ATen computes it on the CPU (``_dropout``)
 _RANDOM = frozenset(
     [torch.rand, torch.randn, torch.randint, torch.randperm, torch.normal, torch.bernoulli, torch.multinomial]
     + [torch.poisson, torch.rand_like, torch.randn_like, torch.randint_like, _T.uniform_, _T.normal_]
@@ -32,6 +33,7 @@ _RANDOM = frozenset(
     + [_T.multinomial]
 )
 _PARSE_TO = torch._C._nn._parse_to
+_DROPOUT = torch.nn.functional.dropout
 
 
 def host(d):
@@ -68,7 +70,18 @@ class DeviceMode(TorchFunctionMode):
             return args[0]
         elif func is torch.Tensor.is_pinned:
             return True
+        elif func is _DROPOUT:
+            return _dropout(func, *args, **kwargs)
         return func(*args, **kwargs)
+
+
+def _dropout(func, input, p=0.5, training=True, inplace=False):
+    """``F.dropout`` drawing from the rank's generator: what ATen's CPU dropout computes
+    (``noise.bernoulli_(1 - p).div_(1 - p)``, then ``input * noise``), with the rank's generator."""
+    if not training or not 0 < p < 1 or input.numel() == 0:
+        return func(input, p, training, inplace)
+    noise = torch.empty_like(input).bernoulli_(1 - p, generator=_c.gpu().rng).div_(1 - p)
+    return input.mul_(noise) if inplace else input * noise
 
 
 def _props(_device=None) -> SimpleNamespace:
