@@ -301,9 +301,13 @@ def test_even_all_to_all_without_check_needs_no_exchange_of_split_sizes():
     data = [e for e in world.trace if e.collective == "all_to_all_single"]
     checks = [e for e in world.trace if e.collective == "all_to_all_single (argument check)"]
     assert len(data) == 2 * 4 * 3  # two calls, each rank sends to 3 peers
-    # one handshake only (the uneven call's): a Bruck all-gather of 4 descriptors
-    width = min(e.nbytes for e in checks)  # one descriptor, in bytes
-    assert sum(e.nbytes for e in checks) == 4 * width + 4 * 2 * width
+    # one handshake only (the uneven call's): an all-reduce of each field's largest and smallest
+    # value (recursive doubling: 4 ranks x 2 rounds), then, split sizes being needed, a Bruck
+    # all-gather of 4 descriptors that carry them
+    from mycollectives.api.agree import _HEAD, _MSG
+
+    head, width = 2 * _HEAD * 8, (_HEAD + _MSG + 2 * 4) * 8  # bytes
+    assert sum(e.nbytes for e in checks) == 4 * 2 * head + 4 * width + 4 * 2 * width
 
 
 def test_async_on_a_local_world_completes_before_returning_and_offers_torchs_work():

@@ -109,7 +109,10 @@ def test_search_grids_take_comma_lists(capsys):
         (["--model", "llama3_70b", "--cluster", "dgx_h100:16", "--tp", "0"], "at least 1"),
         (["--model", "llama3_70b", "--cluster", "dgx_h100:16", "--pp", "-2"], "at least 1"),
         (["--model", "llama3_70b", "--cluster", "dgx_h100:0"], "NODE:NODES"),
-        (["--model", "llama3_70b", "--cluster", "dgx_h100:16", "--seq", "0"], "--seq: expected a positive"),
+        (
+            ["--model", "llama3_70b", "--cluster", "dgx_h100:16", "--seq", "0"],
+            "--seq: expected an integer >= 1",
+        ),
         (["--model", "llama3_70b", "--cluster", "dgx_h100:16", "--tflops", "-1"], "--tflops"),
         (["--model", "llama3_70b", "--cluster", "dgx_h100:16", "--dp", "3"], "but the cluster has 128"),
         (["--model", "llama3_8b", "--cluster", "dgx_h100:8", "--tp", "64"], "heads"),

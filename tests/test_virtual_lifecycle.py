@@ -173,11 +173,29 @@ def test_a_bad_timeout_argument_is_refused(timeout):
         virtual.run(lambda r: None, world_size=2, timeout=timeout)
 
 
-@pytest.mark.timeout(600)
-def test_a_run_past_the_thread_limit_is_refused_or_stopped_without_stranding_threads():
+def test_a_run_past_the_systems_thread_limit_is_refused_before_any_thread_starts(monkeypatch):
+    from mycollectives.virtual import threads
+
+    monkeypatch.setattr(threads, "thread_limit", lambda: 1000)
     before = threading.active_count()
-    try:
-        virtual.run(lambda r: None, nodes=5000, timeout=500)
-    except (ValueError, RuntimeError) as e:
-        assert "thread" in str(e) and "fewer ranks" in str(e)
+    with pytest.raises(ValueError, match="40000 ranks need 40000 threads, .* at most 1000 more"):
+        virtual.run(lambda r: None, nodes=5000)
+    assert threading.active_count() == before
+
+
+@pytest.mark.timeout(300)
+def test_a_thread_that_will_not_start_stops_those_that_did(monkeypatch):
+    """What ``nodes=5000`` meets where the system's limit is not known in advance (memory for stacks)."""
+    started, start = [0], threading.Thread.start
+
+    def limited(self):
+        if self.name.startswith("rank") and started[0] >= 300:
+            raise RuntimeError("can't start new thread")
+        started[0] += self.name.startswith("rank")
+        start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", limited)
+    before = threading.active_count()
+    with pytest.raises(RuntimeError, match="cannot start the thread of rank 300 .* run fewer ranks"):
+        virtual.run(lambda r: None, nodes=64, timeout=250)
     assert threading.active_count() == before

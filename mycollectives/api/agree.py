@@ -92,7 +92,7 @@ def _describe(fn, algorithm, meta, err, opts, p: int, placed=None) -> np.ndarray
             opts.local_size,
             meta.symmetric,
         )
-        if meta.in_splits is not None:
+        if meta.in_splits is not None and p:  # p = 0: the first step, without split sizes
             d[_HEAD + _MSG :] = meta.in_splits + meta.out_splits
     if err is not None:
         raw = str(err).encode()[: 8 * _MSG].ljust(8 * _MSG, b"\0")
@@ -122,9 +122,11 @@ def handshake(t: Transport, fn, algorithm, meta, err, opts, heap=None) -> np.nda
     mine = _describe(fn, algorithm, meta, err, opts, 0, heap)
     head = torch.from_numpy(np.concatenate([mine[:_HEAD], -mine[:_HEAD]])).to(t.device)
     sched = schedule_for("all_reduce", "recursive_doubling", p, count=head.numel())
-    execute(sched, t, {WORK: head}, _largest, opts.timeout, f"{fn} (argument check)")
+    _exchange(sched, t, {WORK: head}, _largest, opts, fn)
     head = head.cpu().numpy()
-    same = (head[:_HEAD] == -head[_HEAD:]).all() and head[0] == 0 and head[_MAGIC_AT] == MAGIC
+    if head[_MAGIC_AT] != MAGIC or -head[_HEAD + _MAGIC_AT] != MAGIC:
+        raise _stray(fn, t.rank, "a peer")
+    same = (head[:_HEAD] == -head[_HEAD:]).all() and head[0] == 0
     if same and not _split_call(fn):
         return np.broadcast_to(mine, (p, len(mine)))
     if same:  # every rank calls the same all-to-all: gather the split sizes
@@ -149,8 +151,25 @@ def _gather(t: Transport, mine: np.ndarray, opts, fn: str) -> np.ndarray:
     everyone = torch.zeros(p * width, dtype=torch.int64, device=t.device)
     everyone[t.rank * width : (t.rank + 1) * width] = torch.from_numpy(mine).to(t.device)
     sched = schedule_for("all_gather", "bruck", p, count=width)
-    execute(sched, t, {WORK: everyone}, None, opts.timeout, f"{fn} (argument check)")
+    _exchange(sched, t, {WORK: everyone}, None, opts, fn)
     return everyone.cpu().numpy().reshape(p, width)
+
+
+def _exchange(sched, t: Transport, buffers: dict, combine, opts, fn: str) -> None:
+    """Run one step of the check; a message of the wrong size is not a descriptor."""
+    try:
+        execute(sched, t, buffers, combine, opts.timeout, f"{fn} (argument check)")
+    except ValueError as e:
+        if "elements" not in str(e):
+            raise
+        raise _stray(fn, t.rank, f"a peer ({str(e).split(chr(10))[0]})") from e
+
+
+def _stray(fn: str, me: int, source: str) -> CollectiveError:
+    return CollectiveError(
+        f"{fn} on rank {me}: the argument check received from {source} a message that is not an argument "
+        f"descriptor (was a send with a tag >= {COLLECTIVE_TAG}, the package's own, pending there?)"
+    )
 
 
 def _through_heap(heap, mine: np.ndarray, timeout: float, fn: str) -> np.ndarray:

@@ -132,7 +132,7 @@ def parse_overlap(items: Sequence[str]) -> Overlap:
             fractions[kind] = finite(float(value), "--overlap", least=0, most=1)
         except ValueError:
             raise BadInput(
-                f"--overlap: expected KIND=FRACTION with a FRACTION from 0 to 1, got {item!r}"
+                f"--overlap: expected KIND=FRACTION, a fraction from 0 to 1, got {item!r}"
             ) from None
     return Overlap(**fractions)
 
