@@ -19,14 +19,13 @@ import sys
 import torch
 import torch.distributed as dist
 
-from ..algorithms import algorithms
 from ..cliargs import Parser, Refusal, integer, switch
 from ..collectives import records
 from ..transport import TRANSPORT_ENV, TRANSPORTS
 from ..transport.launcher import run_gloo
 from . import report
-from .cases import NATIVE
 from .factors import DTYPES, parse_size, sizes
+from .flags import algorithm_list, check_counts, check_sizes
 from .virtual import add_flags, cli_main
 
 DATA_COLLECTIVES = tuple(c.name for c in records() if c.bound(2) > 0)  # nccl-tests': those that move data
@@ -89,24 +88,6 @@ def parser() -> Parser:
     a("--progress", type=switch, default=1, help="progress bar on stderr (default 1)")
     add_flags(p)
     return p
-
-
-def algorithm_list(spec: str, collective: str) -> list[str]:
-    """``"all"``, ``"native"``, one name or a comma list, checked against the menu.
-
-    >>> algorithm_list("ring,native", "all_reduce")
-    ['ring', 'native']
-    """
-    menu = algorithms(collective)
-    if spec == "all":
-        return ["auto", *menu, NATIVE]
-    names = [s.strip() for s in spec.split(",") if s.strip()]
-    for n in names:
-        if n not in (*menu, "auto", NATIVE):
-            raise Refusal(f"--algorithm: {n!r} is not one of {('all', 'auto', NATIVE, *menu)}")
-    if not names:
-        raise Refusal(f"--algorithm: expected a name, a comma list, 'all' or 'native', got {spec!r}")
-    return names
 
 
 def _device(args) -> torch.device:
@@ -199,41 +180,6 @@ def _free_port() -> int:
 def _spawned(rank: int, args) -> None:
     """One rank of ``--nprocs``: :func:`~mycollectives.transport.launcher.run_gloo` set up its group."""
     bench(args)
-
-
-def check_counts(args) -> None:
-    """Counts that must be positive, refused before any process starts."""
-    for flag, name, least in (
-        ("-n/--iters", "iters", 1),
-        ("--reps", "reps", 1),
-        ("-w/--warmup_iters", "warmup_iters", 0),
-    ):
-        if getattr(args, name) < least:
-            raise Refusal(f"{flag}: expected at least {least}, got {getattr(args, name)}")
-
-
-def check_sizes(args) -> list[int]:
-    """The sweep of ``-b``, ``-e``, ``-f``, ``-i``: sizes of whole elements of ``-d``."""
-    item = DTYPES[args.datatype].itemsize
-    given = {}
-    for flag, name in (
-        ("-b/--minbytes", "minbytes"),
-        ("-e/--maxbytes", "maxbytes"),
-        ("-i/--stepbytes", "stepbytes"),
-    ):
-        try:
-            given[flag] = parse_size(getattr(args, name))
-        except ValueError as e:
-            raise Refusal(f"{flag}: {e}") from None
-        if given[flag] % item:
-            raise Refusal(
-                f"{flag}: {given[flag]} bytes is not a whole number of {args.datatype} elements "
-                f"({item} bytes each)"
-            )
-    try:
-        return sizes(given["-b/--minbytes"], given["-e/--maxbytes"], args.stepfactor, given["-i/--stepbytes"])
-    except ValueError as e:
-        raise Refusal(f"-b/-e/-f/-i: {e}") from None
 
 
 def check_world(args, world: int) -> None:

@@ -169,7 +169,7 @@ def main(args, algorithms: list[str], sizes: list[int]) -> list[Result]:
 
 def cli_main(cli, args) -> list[Result]:
     """``--virtual``: check the flags as the bench does, then :func:`main`."""
-    from .cli import algorithm_list, check_counts, check_sizes
+    from .flags import algorithm_list, check_counts, check_sizes
 
     try:
         check_counts(args)

@@ -255,13 +255,12 @@ def get_device_name(device=None) -> str:
 
 
 @contextlib.contextmanager
-def setup_gpu(rank: int, count: int, name: str):
-    """This thread is rank ``rank``'s virtual GPU (one of ``count`` on its node) until the block ends."""
-    from .cudapatch import DeviceMode, installed
-
+def attached(rank: int, count: int, name: str):
+    """This thread is rank ``rank``'s virtual GPU (one of ``count`` on its node) until the block ends
+    (:func:`~mycollectives.virtual.cudapatch.setup_gpu` adds torch's patches around it)."""
     g = VirtualGPU(rank, count, name)
     ranks = _of_run.setdefault(_m.current().maestro, {})
-    with installed(), g.memory, DeviceMode():
+    with g.memory:
         _here.gpu = ranks[rank] = g
         try:
             yield g

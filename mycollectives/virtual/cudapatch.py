@@ -13,6 +13,7 @@ and the last rank out puts torch back as it was.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 from types import SimpleNamespace
@@ -257,3 +258,11 @@ class installed:
             _count -= 1
             if _count == 0:
                 _uninstall()
+
+
+@contextlib.contextmanager
+def setup_gpu(rank: int, count: int, name: str):
+    """This thread is rank ``rank``'s virtual GPU (one of ``count`` on its node), torch's CUDA calls
+    answered by it, until the block ends."""
+    with installed(), _c.attached(rank, count, name) as g, DeviceMode():
+        yield g

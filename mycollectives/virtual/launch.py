@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from ..topology.nodes import NODES, node_spec
 from ..transport.base import TransportDeadlock
 from . import cuda as _cuda
+from . import cudapatch as _cudapatch
 from . import environ as _environ
 from .cliopts import add_options, cluster_kwargs
 
@@ -113,7 +114,7 @@ def rank_main(script: Script, rank: int, env: dict[str, str], gpus: int, gpu_nam
     """One rank: the script as ``__main__`` with its own globals, environment and virtual GPU."""
     os.environ.give(env)
     try:
-        with _cuda.setup_gpu(rank, gpus, gpu_name):
+        with _cudapatch.setup_gpu(rank, gpus, gpu_name):
             main = types.ModuleType("__main__")
             main.__dict__.update(__builtins__=builtins, __file__=script.file, __spec__=script.spec)
             if script.spec is not None:

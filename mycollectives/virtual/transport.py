@@ -258,3 +258,6 @@ class VirtualTransport(TransportBase):
             for m in sends
         ]
         return send_works, recv_works
+
+
+_tuning.serves(VirtualTransport)  # NCCL's choice answers for this run's ranks (tuning.py)

@@ -71,12 +71,19 @@ def _filled(topo, nodes: int, local: int) -> bool:
     return nodes == 1 or local == topo.gpus_per_node
 
 
+_SERVED: list[type] = []  # the transports a virtual run's ranks hold (``transport.py`` names its own)
+
+
+def serves(kind: type) -> None:
+    """Let :func:`tuner` and :func:`channels` answer for transports of ``kind`` (a virtual run's)."""
+    if kind not in _SERVED:
+        _SERVED.append(kind)
+
+
 def tuner(collective: str, transport, nbytes: int, *, itemsize: int = 4, op: str | None = None) -> str | None:
     """:func:`mycollectives.auto.add_tuner`'s hook: NCCL's choice for a rank of a virtual run."""
-    from .transport import VirtualTransport
-
     actor = _m.current_or_none()
-    if actor is None or not isinstance(transport, VirtualTransport) or transport.world_size < 2:
+    if actor is None or not isinstance(transport, tuple(_SERVED)) or transport.world_size < 2:
         return None
     world = transport.cluster
     topo = world.net.topo
@@ -147,11 +154,9 @@ def channels(collective: str, nbytes: int, transport) -> int | None:
     """:func:`mycollectives.algorithms.channels.add_default`'s hook: the channels of the call whose
     algorithm :func:`tuner` just chose on this rank (NCCL's count where its messages are priced as
     flows; one where NCCL's model prices the call, which the channels would not change)."""
-    from .transport import VirtualTransport
-
     actor = _m.current_or_none()
     called = None if actor is None else actor.state.get("nccl")
-    if called is None or not isinstance(transport, VirtualTransport):
+    if called is None or not isinstance(transport, tuple(_SERVED)):
         return None
     return called.channels_run if (called.gpus, called.nbytes) == (transport.gpus, nbytes) else None
 
