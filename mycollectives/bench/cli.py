@@ -70,9 +70,8 @@ def parser() -> Parser:
         "--transport",
         choices=("auto", *TRANSPORTS),  # the table transports are chosen from: a new entry is a choice
         default="auto",
-        help="how our algorithms move bytes, an entry of mycollectives.transport.TRANSPORTS: 'group' (the "
-        "process group's send/recv), 'shm' (shared memory, ranks on one host, CPU), any transport "
-        "registered, or 'auto' (shm on CPU when every rank is on this node, else group)",
+        help="how our algorithms move bytes, an entry of mycollectives.transport.TRANSPORTS: 'group' (send/recv), "
+        "'shm' (shared memory, one host, CPU), one registered, or 'auto' (shm on CPU on one node, else group)",
     )
     a("--arg-check", type=switch, default=0, help="1: keep our cross-rank argument check in the timing")
     a("--csv", help="write the results as CSV here (rank 0)")

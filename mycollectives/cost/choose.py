@@ -98,7 +98,7 @@ def left_out(collective: str, world_size: int, candidates=None) -> tuple[str, ..
     form above ``COUNT_WITHOUT_FORMULA_UP_TO`` ranks, where counting would build their schedules
     (none, where no candidate has a closed form: those are then counted).
 
-    >>> left_out("all_reduce", 4096)
+    >>> left_out("all_reduce", 256)  # up to 256 ranks every algorithm is counted
     ()
     """
     c = canonical(collective)

@@ -19,9 +19,7 @@ transport overrides what it does differently; nothing asks whether it has it.
 
 from __future__ import annotations
 
-import math
 import numbers
-import os
 import zlib
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -39,7 +37,6 @@ from .lane import Lane
 # called meanwhile, nor the other way round. Tags from this value up are the
 # package's own: ``send``/``recv`` refuse them (:func:`user_tag`).
 COLLECTIVE_TAG = 1 << 28
-TIMEOUT_ENV = "MYCOLLECTIVES_TIMEOUT"
 
 
 def user_tag(fn: str, rank: int, tag) -> int:
@@ -56,21 +53,6 @@ def user_tag(fn: str, rank: int, tag) -> int:
             "tags from 2**28 up are reserved for the package's collectives"
         )
     return int(tag)
-
-
-def env_timeout(default: float) -> float:
-    """``MYCOLLECTIVES_TIMEOUT`` in seconds (``default`` where unset or empty),
-    refused with an error naming it unless a positive, finite number."""
-    raw = os.environ.get(TIMEOUT_ENV, "").strip()
-    if not raw:
-        return float(default)
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{TIMEOUT_ENV}={raw!r}: expected a positive, finite number of seconds")
-    return value
 
 
 class _PeerNamed(Exception):

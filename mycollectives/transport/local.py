@@ -23,9 +23,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from .base import TransportBase, env_timeout
+from .base import TransportBase
 from .local_mail import Mail
 from .local_rank import LocalTransport, TraceEvent  # noqa: F401 (TraceEvent re-exported)
+from .timeouts import env_timeout
 
 _current = threading.local()
 

@@ -37,8 +37,8 @@ from .base import (
     TransportBase,
     TransportPeerError,
     TransportTimeout,
-    env_timeout,
 )
+from .timeouts import env_timeout
 
 DEFAULT_TIMEOUT = 300.0
 # How long a wait checks its CUDA event in a loop before sleeping on it.

@@ -141,14 +141,13 @@ class VirtualTransport(TransportBase):
         except ValueError:
             raise ValueError(f"rank {rank} is not a member of this group {self.gpus}") from None
 
-    def describe(self) -> tuple[str, int, str, list[int]]:
+    def describe(self) -> tuple[str, int, str, list[int]]:  # the flight recorder's (job, rank, group, ranks)
         return f"virtual-{id(self.cluster):x}", self.gpus[self.rank], "virtual group", list(self.gpus)
 
     def subgroup(self, ranks, tag: int | None = None) -> VirtualTransport | None:
-        """A transport for ``ranks`` (ranks of this group), numbered ``0..len(ranks)-1`` in that order,
-        with messages of its own (the contract's subgroup, priced on its GPUs); None on a rank outside
-        it. Without ``tag``, every member must make the subgroups of those ranks in the same order (as
-        ``torch.distributed.new_group``). Its :meth:`group_rank` maps the run's world ranks to its own."""
+        """The contract's subgroup, priced on its GPUs: ``ranks`` (of this group) numbered ``0..len-1``,
+        with messages of its own; None on a rank outside. Without ``tag``, members make the subgroups of
+        those ranks in one order (as ``new_group``). :meth:`group_rank` maps the run's world ranks."""
         ranks = tuple(int(r) for r in ranks)
         if len(set(ranks)) != len(ranks) or not all(0 <= r < self.world_size for r in ranks):
             raise ValueError(
