@@ -38,21 +38,23 @@ class RoundPlan:
 @functools.lru_cache(maxsize=1024)
 def plan(schedule: Schedule, rank: int) -> tuple[RoundPlan, ...]:
     """This rank's view of the schedule: what to send, receive and copy, per round."""
-    out = []
+    out, rails = [], schedule.params.get("local_size") or 1 << 30  # channels c and c + local share a rail
     for i, rnd in enumerate(schedule.rounds):
         sends: dict[int, list[Piece]] = {}
         recvs: dict[int, list[Piece]] = {}
-        local, reads, channel = [], [], {}
+        local, reads, channel, tails = [], [], {}, {}
         for (src, dst, sbuf, soff, dbuf, doff, count, red), ch in zip(rnd.transfers(), rnd.channel.tolist()):
             if src == rank and dst == rank:
                 local.append((sbuf, soff, dbuf, doff, count, red))
                 reads.append((sbuf, soff, count))
             elif src == rank:
-                sends.setdefault(dst, []).append((sbuf, soff, count, red))  # red: the receiver reduces
+                _add(
+                    sends, tails, ("s", dst), (sbuf, soff, count, red), (dbuf, doff)
+                )  # red: the receiver reduces
                 reads.append((sbuf, soff, count))
-                channel[dst] = ch if channel.get(dst, ch) == ch else -1
+                channel[dst] = ch if channel.get(dst, ch) % rails == ch % rails else -1
             elif dst == rank:
-                recvs.setdefault(src, []).append((dbuf, doff, count, red))
+                _add(recvs, tails, ("r", src), (dbuf, doff, count, red), (sbuf, soff))
         if sends or recvs or local:
             out.append(
                 RoundPlan(
@@ -60,6 +62,20 @@ def plan(schedule: Schedule, rank: int) -> tuple[RoundPlan, ...]:
                 )
             )
     return tuple(out)
+
+
+def _add(msgs: dict, tails: dict, key: tuple, piece: Piece, far: tuple[int, int]) -> None:
+    """Add ``piece`` to the message for ``key[1]``, extending its last piece where the transfer continues
+    it at both ends (here and at the peer, ``far``): both ranks then cut the message alike. Channels
+    cut a ring's chunk into adjacent parts, which travel as one piece again."""
+    buf, off, count, red = piece
+    pieces = msgs.setdefault(key[1], [])
+    if tails.get(key) == (buf, off, red, *far):
+        b, o, c, r = pieces[-1]
+        pieces[-1] = (b, o, c + count, r)
+    else:
+        pieces.append(piece)
+    tails[key] = (buf, off + count, red, far[0], far[1] + count)
 
 
 class Blocks:

@@ -6,9 +6,11 @@ and on a rail-optimised cluster each channel enters and leaves a node
 through its own NIC. :func:`cut` does that to any schedule of the menu:
 
 * the data: channel ``c`` gets part ``c`` of :func:`~mycollectives.schedule.split`
-  of the vector (or of every rank's block, for blocked collectives), so a
-  count not divisible by ``k`` gives parts that differ by one element, and a
-  part of zero elements leaves its channel out;
+  of each of ``p`` chunks of the vector (so that a ring's chunk, cut into ``k``
+  parts, still lies in one place and travels as one piece when the channels'
+  peers coincide, ``plan.py``), or of every rank's block for blocked
+  collectives; a count not divisible by ``k`` gives parts that differ by one
+  element, and a channel with no elements is left out;
 * the ranks: on more than one node (``Spec.local_size`` ranks per node)
   channel ``c``'s copy is laid on the ranks rotated by ``c`` inside every
   node, so a ring's hop between nodes leaves each node from local rank
@@ -76,25 +78,43 @@ def permutation(p: int, local: int | None, c: int) -> np.ndarray:
 
 def cut(spec: Spec, build: Callable[[Spec], list[Round]]) -> list[Round]:
     """The rounds of ``spec.channels`` channels, each channel's built by ``build`` (see the module)."""
-    k, record = spec.channels, spec.record
+    k, record, p, n = spec.channels, spec.record, spec.world_size, spec.count
     if record.split:
         raise ValueError(
             f"{spec.collective} runs its pairs as NCCL's send/recv do, on one channel: channels must be 1"
         )
-    parts = split(spec.count, k)
+    if record.blocked:  # part c of every rank's block
+        parts = split(n, k)
+        sizes, starts = np.tile(parts.counts, (p, 1)), np.tile(parts.offsets, (p, 1))
+    else:  # part c of each of p chunks of the vector, so that a ring's chunk stays in one place
+        chunks = split(n, p)
+        cut_up = [split(int(size), k, int(at)) for at, size in zip(chunks.offsets, chunks.counts)]
+        sizes = np.array([x.counts for x in cut_up]).reshape(p, k)
+        starts = np.array([x.offsets for x in cut_up]).reshape(p, k)
     tmp_at, channels = 0, []
     for c in range(k):
-        n_c = int(parts.counts[c])
+        n_c = int(sizes[:, c].sum()) if not record.blocked else int(sizes[0, c])
         if n_c == 0:
             continue
-        perm = permutation(spec.world_size, spec.local_size, c)
-        inv = np.argsort(perm)
-        sub = dataclasses.replace(spec, channels=1, count=n_c, root=int(inv[spec.root]))
+        perm = permutation(p, spec.local_size, c)
+        sub = dataclasses.replace(spec, channels=1, count=n_c, root=int(np.argsort(perm)[spec.root]))
         rounds = build(sub)
-        moved = [_place(r, spec, sub, perm, int(parts.offsets[c]), tmp_at, c) for r in rounds]
+        layout = _layout(spec, sub, perm, sizes[:, c], starts[:, c])
+        channels.append([_place(r, layout, tmp_at, perm, c) for r in rounds])
         tmp_at += max((_tmp_end(r) for r in rounds), default=0)
-        channels.append(moved)
     return in_parallel(*channels)
+
+
+def _layout(spec: Spec, sub: Spec, perm: np.ndarray, sizes: np.ndarray, starts: np.ndarray):
+    """Where a channel's ``WORK`` lies in the real one: its pieces' first elements in its own buffer
+    (``cum``, with the end) and in the real buffer (``base``)."""
+    p, m = spec.world_size, sub.count
+    if not spec.record.blocked:
+        return np.concatenate([[0], np.cumsum(sizes)]), starts
+    owner = (np.arange(p) + sub.root) % p if spec.record.rooted else np.arange(p)
+    real = perm[owner]
+    slot = (real - spec.root) % p if spec.record.rooted else real
+    return np.arange(p + 1) * m, slot * spec.count + starts[0]
 
 
 def _tmp_end(r: Round) -> int:
@@ -102,34 +122,32 @@ def _tmp_end(r: Round) -> int:
     return int(max((e.max() for e in ends if len(e)), default=0))
 
 
-def _place(r: Round, spec: Spec, sub: Spec, perm: np.ndarray, at: int, tmp_at: int, c: int) -> Round:
+_COLS = ("src", "dst", "sbuf", "soff", "dbuf", "doff", "count", "reduce")
+
+
+def _place(r: Round, layout, tmp_at: int, perm: np.ndarray, c: int) -> Round:
     """One round of a channel's copy moved onto the real ranks, buffers and channel ``c``."""
-    blocked, m, n, p = spec.record.blocked, sub.count, spec.count, spec.world_size
-    if blocked:
-        owner = (np.arange(p) + sub.root) % p if spec.record.rooted else np.arange(p)
-        real = perm[owner]
-        slot = (real - spec.root) % p if spec.record.rooted else real
-        r = _cut_at_blocks(r, m)
+    cum, base = layout
+    r = _cut_at(r, cum)
     src, dst, sbuf, soff, dbuf, doff, count, red = (getattr(r, k) for k in _COLS)
 
     def where(buf: np.ndarray, off: np.ndarray) -> np.ndarray:
-        work = slot[off // m] * n + at + off % m if blocked else off + at
-        return np.where(buf == WORK, work, np.where(buf == TMP, off + tmp_at, off))
+        i = np.clip(np.searchsorted(cum, off, "right") - 1, 0, len(base) - 1)
+        return np.where(buf == WORK, base[i] + off - cum[i], np.where(buf == TMP, off + tmp_at, off))
 
     return Round(perm[src], perm[dst], sbuf, where(sbuf, soff), dbuf, where(dbuf, doff), count, red,
                  np.full(len(src), c, np.int64))  # fmt: skip
 
 
-_COLS = ("src", "dst", "sbuf", "soff", "dbuf", "doff", "count", "reduce")
+def _cut_at(r: Round, cum: np.ndarray) -> Round:
+    """``r`` with every transfer cut where a piece of the channel's ``WORK`` ends (``cum``), on either side."""
+    src, dst, sbuf, soff, dbuf, doff, count, red = (getattr(r, k) for k in _COLS)
 
+    def piece(off):
+        return np.searchsorted(cum, off, "right")
 
-def _cut_at_blocks(r: Round, m: int) -> Round:
-    """``r`` with every transfer cut where a block of ``m`` elements of ``WORK`` ends, on either side."""
-    cols = [getattr(r, k) for k in _COLS]
-    src, dst, sbuf, soff, dbuf, doff, count, red = cols
-    last = count - 1
-    crosses = ((sbuf == WORK) & (soff // m != (soff + last) // m)) | (
-        (dbuf == WORK) & (doff // m != (doff + last) // m)
+    crosses = ((sbuf == WORK) & (piece(soff) != piece(soff + count - 1))) | (
+        (dbuf == WORK) & (piece(doff) != piece(doff + count - 1))
     )
     if not crosses.any():
         return r
@@ -140,7 +158,7 @@ def _cut_at_blocks(r: Round, m: int) -> Round:
             step = left
             for buf, off in ((sbuf[i], so), (dbuf[i], do)):
                 if buf == WORK:
-                    step = min(step, m - off % m)
+                    step = min(step, int(cum[piece(off)]) - off)
             rows.append((src[i], dst[i], sbuf[i], so, dbuf[i], do, step, red[i]))
             so, do, left = so + step, do + step, left - step
     out = np.array(rows, dtype=np.int64).T

@@ -100,11 +100,13 @@ class _Rounds:
         return hit
 
 
-def round_messages(r: Round, p: int, itemsize: int):
+def round_messages(r: Round, p: int, itemsize: int, rails: int = 1 << 30):
     """Remote transfers of a round merged into messages: (src, dst, bytes, rail), as the executor
-    merges them (``plan.py``); a message's rail is its transfers' channel, -1 where they differ."""
+    merges them (``plan.py``); a message's rail is its transfers' channel modulo ``rails`` (the
+    schedule's ranks per node), -1 where they differ."""
     remote = r.src != r.dst
     src, dst, nb, ch = r.src[remote], r.dst[remote], r.count[remote] * itemsize, r.channel[remote]
+    ch = np.where(ch >= 0, ch % rails, -1)
     key = src * p + dst
     if len(key) > 1 and not (np.diff(key) > 0).all():
         key, inv = np.unique(key, return_inverse=True)
@@ -112,7 +114,7 @@ def round_messages(r: Round, p: int, itemsize: int):
         lo, hi = np.full(len(key), ch.max(initial=0)), np.full(len(key), ch.min(initial=0))
         np.minimum.at(lo, inv, ch)
         np.maximum.at(hi, inv, ch)
-        src, dst, ch = key // p, key % p, np.where(lo == hi, lo, -1)
+        src, dst, ch = key // p, key % p, np.where(lo == hi, lo, -1)  # (channels sharing a rail: see plan.py)
     return src, dst, nb, ch
 
 
@@ -150,12 +152,11 @@ def simulate(
     if p > topology.num_gpus:
         raise ValueError(f"world_size={p} exceeds the {topology.num_gpus} GPUs of {topology.name}")
     model = LinkModel(topology, protocol)
-    extra_lat = 0.0
+    extra_lat, local = 0.0, local_size or topology.gpus_per_node
     if algorithm == "nvls":
         rounds, extra_lat = _nvls(collective, nbytes, topology, p), NVLS_LATENCY
         model.cap_scale = topology.in_switch_reduction
     else:
-        local = local_size or topology.gpus_per_node
         rounds = schedule_rounds(collective, algorithm, p, nbytes, itemsize, root, segment, local, channels)
     n = len(rounds)
     if record_links is None:
@@ -163,7 +164,9 @@ def simulate(
     timeline = _Timeline(n, topology.num_links, record_links)
     state = _Rounds(model, cache)
     for i, item in enumerate(rounds):
-        src, dst, nb, rail = round_messages(item, p, itemsize) if isinstance(item, Round) else (*item, None)
+        src, dst, nb, rail = (
+            round_messages(item, p, itemsize, local) if isinstance(item, Round) else (*item, None)
+        )
         if len(src):
             rail = np.full(len(src), -1, np.int64) if rail is None else rail
             timeline.add(i, len(src), extra_lat, *state.run(src, dst, nb, rail))

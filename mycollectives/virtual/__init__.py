@@ -17,10 +17,14 @@ True
 Every rank is a thread running ``fn(rank, *args)`` with real tensors; a
 scheduler runs one at a time in virtual time (SimGrid's maestro, SMPI's way
 of running MPI programs; :mod:`.maestro`). Messages are flows on the
-topology's links, priced by the round simulator's own link model
-(:mod:`.network`), and so are the loads of symmetric memory (:mod:`.heap`);
-torch ops are charged at the rates measured GPUs reach (:mod:`.rates`, :mod:`.compute`), and
-so are the reductions inside collectives, as memory-bound kernels;
+topology's links from the moment they are posted, each priced by its own
+route with the round simulator's own link model, with no barrier between
+rounds (:mod:`.network`, :mod:`.transport`), and so are the loads of
+symmetric memory (:mod:`.heap`); a collective runs on NCCL's number of
+channels unless given ``channels=`` (:mod:`.channels`), each channel between
+nodes on its own rail; torch ops are charged at the rates measured GPUs reach
+(:mod:`.rates`, :mod:`.compute`), and so are the reductions inside
+collectives, as memory-bound kernels;
 ``async_op=True`` collectives run on a communication stream beside the rank
 (:mod:`.streams`). A collective called without ``algorithm=`` runs what
 NCCL 2.30.7 would (algorithm, protocol, channels: :mod:`.tuning`), and
