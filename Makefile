@@ -110,11 +110,17 @@ fresh-book:
 expected: $(VENV)/.test $(VENV)/.book
 	$(PY) tests/outputs.py expected
 
-# Chosen by measured duration (pytest --durations): the builders' proofs and
-# oracles, the local and shared-memory transports, one gloo group per
-# collective, the executor, the page helpers and exercises' checkers.
-FAST_FILES := test_verify test_local test_cost test_toy_algorithm test_pat_and_two_level test_layers \
-	test_errors test_symmetric test_dist test_viz test_figrecord test_outputs test_rendered \
+# What a broken builder, transport or page helper fails first, chosen by CPU
+# seconds measured per file (pytest per file, under time): every builder proved
+# by the verifier (test_verify), run against the NumPy oracle on the local
+# transport (test_local) and costed (test_cost, test_pat_and_two_level); a toy
+# algorithm registered and taken through every consumer (test_toy_algorithm);
+# every collective and algorithm on 4 gloo processes and on shared memory
+# (test_dist, its p=4 and shm cases); the layering rule (test_layers); the
+# pages' helpers: drawings, figure records, exercises' checkers, the output
+# check (test_viz, test_figrecord, test_exercises*, test_outputs, test_rendered).
+FAST_FILES := test_verify test_local test_cost test_pat_and_two_level test_toy_algorithm test_dist \
+	test_layers test_viz test_figrecord test_outputs test_rendered \
 	$(patsubst tests/%.py,%,$(wildcard tests/test_exercises*.py))
 FAST := $(FAST_FILES:%=tests/%.py) -k "not test_dist.py or matches_torch_distributed and 4- or shared_memory_transport_matches"
 

@@ -164,12 +164,14 @@ class PageCheck:
 
 
 def _raised(page: str, nb) -> list[str]:
+    """Cells that raised or did not run (MyST-NB's raises-exception and skip-execution tags allow it)."""
     found = []
     for n, cell in code_cells(nb):
+        tags = cell.get("metadata", {}).get("tags", [])
         for out in cell.outputs:
-            if out.output_type == "error":
+            if out.output_type == "error" and "raises-exception" not in tags:
                 found.append(f"{page}, code cell {n} ({first_line(cell)}): raised {out.ename}: {out.evalue}")
-        if cell.execution_count is None and cell.source.strip():
+        if cell.execution_count is None and cell.source.strip() and "skip-execution" not in tags:
             found.append(f"{page}, code cell {n} ({first_line(cell)}): not executed")
     return found
 
