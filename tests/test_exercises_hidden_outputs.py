@@ -7,7 +7,8 @@ above each exercise (and of the cells that set its question up), its outputs
 and the prose. It then runs the exercise's solution, reads the answers it
 sets (the names the placeholder cell leaves as ``None``), and fails if one of
 them appears there, in any unit (seconds, milliseconds, microseconds; bytes,
-and for byte counts KiB, MiB, GiB) to three significant figures. Small integers and powers of
+kB, MB, GB, and KiB, MiB, GiB where the page prints that unit) to three
+significant figures. Small integers and powers of
 two are left out: they occur everywhere by chance.
 
 Executing every page is the book build's cost, so these tests carry the
@@ -32,9 +33,9 @@ nbclient = pytest.importorskip("nbclient", reason="the book's dependencies are n
 pytestmark = [pytest.mark.book, pytest.mark.timeout(1800)]
 
 MARK = "__exercise_answers__"
-NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+NUMBER = re.compile(r"(?<![\w.])([-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s?(KiB|MiB|GiB)?")
 DECIMAL = [10.0**k for k in range(-12, 13, 3)]  # s, ms, us, ns; B, kB, MB, GB ...
-BINARY = [2.0**k for k in (-30, -20, -10, 10, 20, 30)]  # KiB, MiB, GiB: for byte counts (integers) only
+BINARY = {"KiB": 2.0**10, "MiB": 2.0**20, "GiB": 2.0**30}  # a byte count printed with its binary unit
 
 
 def answer_names(before: str) -> list[str]:
@@ -57,15 +58,16 @@ def significant(text: str) -> int:
     return len(digits)
 
 
-def shown(numbers: list[str], x: float) -> str | None:
-    """The first printed number (three significant figures or more) equal to ``x`` in some unit."""
-    for text in numbers:
+def shown(numbers: list[tuple[str, str]], x: float) -> str | None:
+    """The first printed number (three significant figures or more) equal to ``x`` in some unit:
+    a power of a thousand, or the binary unit printed after it (a byte count)."""
+    for text, unit in numbers:
         if significant(text) < 3:
             continue
         y = float(text.replace(",", ""))
-        scales = DECIMAL + (BINARY if float(x).is_integer() else [])
+        scales = DECIMAL + ([BINARY[unit]] if unit and float(x).is_integer() else [])
         if any(math.isclose(y * s, x, rel_tol=2e-3) for s in scales):
-            return text
+            return f"{text} {unit}".strip()
     return None
 
 
@@ -114,7 +116,7 @@ def test_no_answer_is_shown_above_its_exercise(page):
     if not list(exercises(page.read_text())):
         pytest.skip(f"{page.name} has no exercise")
     nb = execute(page)
-    seen: list[str] = []  # the numbers a reader has seen so far
+    seen: list[tuple[str, str]] = []  # the numbers a reader has seen so far, with any binary unit
     leaks = []
     for cell in nb.cells:
         text = text_of(cell)
