@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from nbformat.v4 import new_output
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "_build" / "nbval"
@@ -54,10 +55,10 @@ def _with_expected_outputs(nb, page: Path):
         values = {key: ["\n".join(v) for v in vals] for key, vals in want["outputs"].items()}
         streams = {k: v for k, v in values.items() if k in ("stdout", "stderr")}
         mimes = {k: v for k, v in values.items() if k not in streams}
-        cell.outputs = [{"output_type": "stream", "name": k, "text": "".join(v)} for k, v in streams.items()]
+        cell.outputs = [new_output("stream", name=k, text="".join(v)) for k, v in streams.items()]
         for i in range(max((len(v) for v in mimes.values()), default=0)):
             data = {k: v[i] for k, v in mimes.items() if i < len(v)}
-            cell.outputs.append({"output_type": "display_data", "data": data, "metadata": {}})
+            cell.outputs.append(new_output("display_data", data=data))
         cell.execution_count = number  # nbval compares only cells that ran in the reference
     return nb
 
