@@ -39,6 +39,7 @@ def time_local(
     sizes: Sequence[int],
     reps: int = 15,
     run: Callable[[Callable], list] | None = None,
+    options: Mapping | None = None,
 ) -> list[Result]:
     """One :class:`~.runner.Result` per ``(collective, algorithm, size)``: ``times_us``
     holds every repetition's time on the slowest rank, ``time_us`` their median.
@@ -49,7 +50,8 @@ def time_local(
     ``run(fn)`` runs ``fn(rank)`` on ``world_size`` ranks and returns their
     results (default: a fresh local world); with a virtual run
     (``lambda fn: virtual.run(fn, "dgx_h100").results``) the times are the
-    modelled cluster's, read from :func:`mycollectives.timing.now`.
+    modelled cluster's, read from :func:`mycollectives.timing.now`. ``options`` are passed on to
+    every call (``{"channels": 1}``: each algorithm on one channel, as its schedule is written).
     """
 
     def measure(rank: int) -> dict:
@@ -65,7 +67,19 @@ def time_local(
                     for a in algorithms:
                         api.barrier(check=False)
                         t0 = now()
-                        c.call(api, inp, out, op, 0, None, rank, spec=spec, algorithm=a, check=False)
+                        c.call(
+                            api,
+                            inp,
+                            out,
+                            op,
+                            0,
+                            None,
+                            rank,
+                            spec=spec,
+                            algorithm=a,
+                            check=False,
+                            **(options or {}),
+                        )
                         times.setdefault((name, a, size), []).append(now() - t0)
         return times
 
