@@ -186,7 +186,8 @@ def main() -> None:
     full = make_model(width, p * layers, env)
     stage = full[s * layers : (s + 1) * layers]
     message = message_time(env, (micro, width))
-    log(env, f"times are {time_label(env)}; model: {p} stages of {layers} layers of width {width}")
+    log(env, f"times are {time_label(env)}")
+    log(env, f"model: {p} stages of {layers} layers of width {width}")
     log(env, f"one activation ({micro} x {width}) to the next stage: {message * 1e6:.1f} us")
     tol = dict(rtol=1e-4, atol=1e-5) if env.gpu else dict(rtol=1e-5, atol=1e-6)
     sweep = []

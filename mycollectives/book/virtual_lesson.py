@@ -57,7 +57,7 @@ def plot_timeline(result, ax, ranks=None, t_max: float | None = None) -> None:
         ax.bar(0, 0, color=c, label=n) for n, c in (("compute", "tab:blue"), ("all-reduce", "tab:orange"))
     ]
     # above the axes, not over the bars
-    ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0, 1.12), ncol=2, fontsize=9, frameon=False)
+    ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0, 1.12), ncol=2, fontsize=10, frameon=False)
 
 
 @exercise

@@ -80,11 +80,11 @@ def plot_steps(reports: Sequence[StepReport], ax=None, labels: Sequence[str] | N
             xytext=(4, 0),
             textcoords="offset points",
             va="center",
-            fontsize=8,
+            fontsize=9,
         )
-    ax.set_yticks(range(len(reports)), labels[::-1], fontsize=8)
+    ax.set_yticks(range(len(reports)), labels[::-1], fontsize=9)
     ax.set_xlabel("seconds per training step")
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3)  # below the axis label
+    ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3)  # below the axis label
     room = 1.25 if all(r.fits for r in reports) else 1.6  # for "does not fit: ... GB of 80"
     ax.set_xlim(0, max(r.step for r in reports) * room)
     return ax

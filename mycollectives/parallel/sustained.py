@@ -62,5 +62,5 @@ class Sustained:
 
 SUSTAINED = Sustained(
     statistics.median(LLM_FOUNDRY_H100_BF16_MFU) / 100,
-    "the median of llm-foundry's 52 H100 BF16 FSDP runs (fitted; torchtitan held out)",
+    "llm-foundry's H100 median (fitted)",
 )
