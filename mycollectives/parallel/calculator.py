@@ -67,7 +67,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--mfu",
-        type=number(above=0, most=1),
+        type=float,
         help=f"sustained MFU in (0, 1] (default {SUSTAINED.mfu:.3f}: {SUSTAINED.source})",
     )
     p.add_argument("--overlap", action="append", default=[], metavar="KIND=FRACTION",
