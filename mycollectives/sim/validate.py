@@ -133,7 +133,7 @@ def pairs(which: str = "asserted", split: str | None = None) -> list[tuple[float
 
 
 def summary(which: str = "asserted", split: str | None = None) -> dict[str, float]:
-    """Over a set (and one half of it): its size, the median and worst |error|, the signed median,
+    """Over a set (and one half of it): its size, the median and worst absolute error, the signed median,
     and how many points the simulator puts above and below their published values."""
     signed = [results()[p.id][1] for p in chosen(which, split)]
     errs = [abs(e) for e in signed]
