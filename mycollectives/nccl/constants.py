@@ -114,12 +114,6 @@ NVLINK_BW = {"volta": 20.0, "ampere": 20.0, "hopper": 20.6, "blackwell": 40.1}  
 PCI_BW = 12.0  # PCIe Gen3 x16
 NET_BW = 12.0  # a 100 Gb/s NIC
 
-# src/sym_kernels.cc 185-189 (v2.29.2 on, nccl_sym_kernels): "NVLS max bws NCCL can achieve", one GPU's
-# NVLink in GB/s in NCCL's cost model of its symmetric kernels. It is also what the ring search allots its
-# channels (Hopper: 6 rings x 60 GB/s within 18 x 20.6; Blackwell: 8 x 90 within 18 x 40.1); Ampere has
-# no entry, and its search allots the whole 12 x 20.0 (6 x 40).
-NVLINK_ACHIEVABLE = {"hopper": 360.0, "blackwell": 720.0}
-
 # src/graph/search.cc 1051-1067 (nccl_search): the speeds (GB/s per channel) the graph search tries.
 SPEED_INTRA = {
     "ampere": (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0),
