@@ -43,9 +43,11 @@ def test_lab3_ring_wins_large_tree_wins_small_on_two_nodes():
     assert _time("double_binary_tree", 64 << 10, **one_nic) < _time("ring", 64 << 10, **one_nic)
 
 
-def test_lab8_hierarchical_beats_flat_ring_across_nodes():
-    for nbytes in (64 << 10, 16 * MiB):
-        assert _time("hierarchical", nbytes) < _time("ring", nbytes)
+def test_lab8_hierarchical_beats_flat_ring_across_nodes_and_the_ring_catches_up():
+    """Lab 8's page: the hierarchical all-reduce wins at 64 KiB; at 16 MiB the ring (on NCCL's
+    channels, one per NIC) has caught up, so the hierarchy's lead is smaller there."""
+    lead = {n: _time("ring", n) / _time("hierarchical", n) for n in (64 << 10, 16 * MiB)}
+    assert lead[64 << 10] > 1 and lead[16 * MiB] < lead[64 << 10], lead
 
 
 def _env(rank: int, world: int) -> common.Env:

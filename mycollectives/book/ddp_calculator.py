@@ -45,7 +45,9 @@ def _hook(algorithm: str, sizes: list[int]):
     def hook(state, bucket):  # no annotations: DDP inspects them
         buf = bucket.buffer()
         sizes.append(buf.numel() * buf.element_size())
-        work = TorchWork([all_reduce(buf, op=ReduceOp.AVG, algorithm=algorithm, async_op=True)], [buf])
+        work = TorchWork(
+            [all_reduce(buf, op=ReduceOp.AVG, algorithm=algorithm, channels=1, async_op=True)], [buf]
+        )
         work.join_at_backward_end()  # a GPU's stream joins at the end of backward
         return work.get_future().then(lambda f: f.value()[0])
 
@@ -53,8 +55,8 @@ def _hook(algorithm: str, sizes: list[int]):
 
 
 def ddp_step(rank: int, build: Build, width: int, depth: int, rows: int, bucket_mb: float, algorithm: str):
-    """Inside ``virtual.run(..., dist=True)``: one DDP step's virtual seconds on this rank, and the
-    bytes of each bucket in the order backward launched them."""
+    """Inside ``virtual.run(..., dist=True)``: when one DDP step starts and ends on this rank (virtual
+    seconds), and the bytes of each bucket in the order backward launched them."""
     from torch.nn.parallel import DistributedDataParallel
 
     model = DistributedDataParallel(build(width, depth), bucket_cap_mb=bucket_mb)
@@ -74,7 +76,7 @@ def ddp_step(rank: int, build: Build, width: int, depth: int, rows: int, bucket_
     sizes.clear()
     t0 = clock()
     step()
-    return clock() - t0, list(sizes)
+    return t0, clock(), list(sizes)
 
 
 def measure(
@@ -86,11 +88,13 @@ def measure(
     nodes: int = 1,
     world_size: int | None = None,
 ) -> tuple[float, list[int]]:
-    """The slowest rank's DDP step (virtual seconds) on ``nodes`` DGX H100 nodes (or their first
-    ``world_size`` GPUs), ``rows`` samples per GPU; and DDP's buckets, in bytes."""
+    """The DDP step (virtual seconds) on ``nodes`` DGX H100 nodes (or their first ``world_size``
+    GPUs), ``rows`` samples per GPU, from the moment the last rank leaves the barrier before it (the
+    ranks leave a barrier at different times) to the end of the slowest; and DDP's buckets, in bytes."""
     args = (build, width, depth, rows, bucket_mb, algorithm_for(nodes))
     got = run(ddp_step, "dgx_h100", nodes, args, world_size=world_size, dist=True, timeout=600)
-    return max(t for t, _ in got.results), got.results[0][1]
+    starts, ends, sizes = zip(*got.results)
+    return max(ends) - max(starts), sizes[0]
 
 
 def compare(

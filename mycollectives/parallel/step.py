@@ -161,8 +161,12 @@ class StepReport:
         head = f"{'strategy':9s}{'collective':15s}{'group':23s}{'calls':>6s}{'MB/call':>9s}"
         head += f"{'NVLink GB':>10s}{'net GB':>8s}{'time ms':>9s}{'exposed':>9s}"
         nodes = -(-self.layout.world // self.gpus_per_node)
-        title = f"{self.model.name}, {self.layout.describe()} (modelled, not measured)"
-        lines = [title, f"{self.layout.world} GPUs, {nodes} nodes of {self.gpus_per_node}", head]
+        title = f"{self.model.name}, {self.layout.describe()}"
+        lines = [
+            title,
+            f"{self.layout.world} GPUs, {nodes} nodes of {self.gpus_per_node}; modelled, not measured",
+            head,
+        ]
         for r in self.rows:
             c = r.comm
             lines.append(
@@ -172,8 +176,9 @@ class StepReport:
         lines.append(
             f"compute {self.compute * 1e3:.0f} ms + exposed communication {self.exposed * 1e3:.0f} ms "
             f"+ bubble {self.bubble * 1e3:.0f} ms = step {self.step * 1e3:.0f} ms, "
-            f"{self.tokens / self.step / self.layout.world:,.0f} tokens/s per GPU ({self.verdict()})"
+            f"{self.tokens / self.step / self.layout.world:,.0f} tokens/s per GPU"
         )
+        lines.append(self.verdict())
         short = {
             "parameters": "params",
             "gradients": "grads",

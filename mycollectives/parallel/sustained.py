@@ -36,8 +36,10 @@ LLM_FOUNDRY_H100_BF16_MFU = (
 
 
 def source_flops_per_token(model: ModelConfig) -> float:
-    """FLOPs per token as llm-foundry counts them for its MFU: ``6 N + 12 L s h``."""
-    return 6 * model.params + 12 * model.layers * model.seq * model.hidden
+    """FLOPs per token as llm-foundry counts them for its MFU: ``6 N + 12 L s h``. Its table has
+    dense models only, where ``N`` is every parameter; for a mixture of experts ``N`` is the
+    parameters a token multiplies (its ``top_k`` experts), as MFU is quoted for such models."""
+    return 6 * model.active_params + 12 * model.layers * model.seq * model.hidden
 
 
 @dataclass(frozen=True)

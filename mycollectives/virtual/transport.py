@@ -25,7 +25,7 @@ not later, starts a new call (a call's rounds only go forward), and the rank
 is charged the protocol's base latency before posting it. A user's send is
 a call of its own: its message waits base plus step latency. The package's
 argument check (the handshake before a call) is bookkeeping that NCCL does
-not do: its messages cost no virtual time. Symmetric memory's rendezvous and
+not do: its messages cost no virtual time, nor do its reductions. Symmetric memory's rendezvous and
 its priced loads live in ``heap.py``.
 """
 
@@ -241,6 +241,7 @@ class VirtualTransport(TransportBase):
         if not free and (last is None or key[:3] != last[:3] or key[3] <= last[3]):
             self._call_starts(actor, label)
         actor.state["call"] = key  # a call's rounds only go forward: an earlier or equal round is a new call
+        actor.state["free"] = free  # the check's own reductions (its combine) are not charged either
         price = None if free else actor.state["price"]  # the protocol NCCL picked, or the run's
         recv_works = [self.irecv(m.tensor, m.peer, COLLECTIVE_TAG, label) for m in recvs]
         gpus, me = self.gpus, self.gpus[self.rank]
