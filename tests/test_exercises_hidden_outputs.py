@@ -55,8 +55,10 @@ def answer_names(before: str) -> list[str]:
 
 
 def significant(text: str) -> int:
-    digits = re.sub(r"[eE].*$", "", text).replace(",", "").replace(".", "").lstrip("+-0")
-    return len(digits)
+    """Significant figures of a printed number: an integer's trailing zeros are not ("100" has one)."""
+    mantissa = re.sub(r"[eE].*$", "", text).replace(",", "")
+    digits = mantissa.replace(".", "").lstrip("+-0")
+    return len(digits if "." in mantissa else digits.rstrip("0"))
 
 
 def shown(numbers: list[tuple[str, str]], x: float) -> str | None:
