@@ -163,7 +163,9 @@ def test_the_protocol_nccl_picks_prices_the_flows():
     bandwidth, its own latencies), though the run's own protocol is Simple (reductions free, as there)."""
     seen = set()
     for n in (64 << 10, MiB, 8 * MiB, 64 * MiB):
-        run = virtual.run(_free_call, "dgx_a100", 1, (n,), data=False, timeout=T, compute=virtual.NETWORK_ONLY)
+        run = virtual.run(
+            _free_call, "dgx_a100", 1, (n,), data=False, timeout=T, compute=virtual.NETWORK_ONLY
+        )
         c = run.calls[0].choice
         seen.add(c.protocol)
         k = run.calls[0].channels_run
