@@ -6,6 +6,6 @@ writes records its smallest font, for the browser test (a page's kernel opts
 in through ``_ipython``'s startup file); ``virtual_lesson``: the bucketed step
 and the exercise of the page on the virtual cluster; ``ddp_calculator``: that
 page's DDP step against chapter 5's step-time calculator. No module of the package
-outside this one imports it (:mod:`mycollectives.layers` puts it in a layer of
+outside this one imports it (:mod:`mycollectives.book.layers` puts it in a layer of
 its own, above the library's).
 """
