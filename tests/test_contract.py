@@ -225,3 +225,24 @@ def test_a_subgroup_refuses_bad_members_and_a_tag_past_its_parents_limit():
         SubGroup(Bounded(), [0, 1], (3 << 29) + 1)
     derived = Bounded().subgroup([0, 1])
     assert derived.tag + 2 * mc.transport.COLLECTIVE_TAG <= 1 << 31
+
+
+def test_a_transport_without_messages_is_refused_before_anything_runs():
+    from mycollectives.algorithms import schedule_for
+    from mycollectives.executor import execute
+    from mycollectives.transport.contract import Capabilities
+
+    class LoadsOnly(TransportBase):
+        rank, world_size, timeout = 1, 2, 5.0
+        device = torch.device("cpu")
+        capabilities = Capabilities(messages=False, heap_loads=True)
+
+        def isend(self, *args, **kwargs):
+            raise AssertionError("nothing may be sent")
+
+        irecv = isend
+
+    x = torch.arange(4.0)
+    with pytest.raises(ValueError, match="all_reduce on rank 1: LoadsOnly declares no messages"):
+        execute(schedule_for("all_reduce", "ring", 2, 16), LoadsOnly(), {0: x}, torch.Tensor.add_)
+    assert x.tolist() == [0.0, 1.0, 2.0, 3.0]
