@@ -11,7 +11,7 @@ The API mirrors ``torch.distributed`` (same names, same argument order), plus
 
 ``group`` is a torch process group (gloo, NCCL, ...), a transport, or None:
 the enclosing local world, else torch's default group. Layers, bottom up
-(``mycollectives.layers`` lists them, and a test holds every import to them):
+(``mycollectives.book.layers`` lists them, and a test holds every import to them):
 ``schedule`` (rounds of transfers), ``transport`` (moves bytes),
 ``collectives`` (what each collective is: one record each), ``algorithms``
 (the menu of schedule builders), ``verify``, ``plan``, ``executor`` and

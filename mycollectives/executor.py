@@ -80,6 +80,18 @@ def wait_for(call, timeout: float, where: str, peer: int | None, what: str, note
     return out
 
 
+def apply(data: torch.Tensor, pieces: list[Piece], view, combine) -> None:
+    """Copy or reduce ``data``, the pieces end to end, into where each lands (``view(buf, off, count)``)."""
+    at = 0
+    for buf, off, count, red in pieces:
+        part, into = data[at : at + count], view(buf, off, count)
+        if red:
+            combine(into, part)
+        else:
+            into.copy_(part)
+        at += count
+
+
 def settle(late: list, me: int, view, combine) -> None:
     """Apply a round's late writes, ``(src, data, pieces)`` each, at its end.
 
@@ -93,14 +105,7 @@ def settle(late: list, me: int, view, combine) -> None:
         if len(pieces) == 1 and pieces[0][3]:
             groups.setdefault(pieces[0][:3], []).append((src, data))
             continue
-        at = 0
-        for buf, off, count, red in pieces:
-            part, into = data[at : at + count], view(buf, off, count)
-            if red:
-                combine(into, part)
-            else:
-                into.copy_(part)
-            at += count
+        apply(data, pieces, view, combine)
     for (buf, off, count), parts in groups.items():
         region = view(buf, off, count)
         ordered = sorted([*parts, (me, None)], key=lambda part: part[0])
@@ -125,11 +130,6 @@ def execute(
     """Run ``transport.rank``'s part of ``schedule`` on flat, contiguous ``buffers``
     (or :class:`Blocks` of them). ``combine(acc, x)`` folds ``x`` into ``acc``."""
     name = label or schedule.collective
-    if not capabilities(transport).messages:
-        raise ValueError(
-            f"{name} on rank {transport.rank}: {type(transport).__name__} declares no messages; "
-            "it cannot run a schedule by sending and receiving"
-        )
     run = _Run(schedule, transport, buffers, combine, timeout or transport.timeout, name)
     sizes = {b: t.size for b, t in buffers.items() if isinstance(t, Blocks)}
     for rp in plan(schedule, transport.rank):
@@ -143,8 +143,14 @@ class _Run:
     def __init__(self, schedule: Schedule, transport, buffers: dict, combine, timeout: float, name: str):
         self.schedule, self.transport, self.buffers, self.combine = schedule, transport, buffers, combine
         self.timeout, self.name, self.me = timeout, name, transport.rank
+        caps = capabilities(transport)  # read once per call
+        if not caps.messages:
+            raise ValueError(
+                f"{name} on rank {self.me}: {type(transport).__name__} declares no messages; "
+                "it cannot run a schedule by sending and receiving"
+            )
         self.like = next(iter(buffers.values()))
-        self.in_place = capabilities(transport).read_in_place  # held() and release() (ReadsInPlace)
+        self.in_place = caps.read_in_place  # held() and release() (ReadsInPlace)
         self.note = flight.current()
         self.note.enter(schedule.algorithm, len(schedule.rounds), name)
 
@@ -152,14 +158,7 @@ class _Run:
         return self.buffers[buf][off : off + count]
 
     def apply(self, data: torch.Tensor, pieces: list[Piece]) -> None:
-        at = 0
-        for buf, off, count, red in pieces:
-            part, into = data[at : at + count], self.view(buf, off, count)
-            if red:
-                self.combine(into, part)
-            else:
-                into.copy_(part)
-            at += count
+        apply(data, pieces, self.view, self.combine)
 
     def packed(self, pieces: list[Piece]) -> torch.Tensor:
         """One peer's pieces end to end: a view if one, else a fresh copy."""

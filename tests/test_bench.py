@@ -487,7 +487,7 @@ def test_mpi_ratio_table_reads_recorded_runs(tmp_path):
     import json
 
     from mycollectives.bench.factors import format_size
-    from mycollectives.bench.mpi import load_runs, ratio_table
+    from mycollectives.book.bench.mpi import load_runs, ratio_table
 
     for p, ours in ((2, 3.0), (4, 1.0)):
         run = {
@@ -509,7 +509,7 @@ def test_mpi_ratio_table_reads_recorded_runs(tmp_path):
     assert format_size(1 << 16) == "64K" and format_size(3 << 20) == "3M" and format_size(1000) == "1000"
     assert "no recorded runs" in ratio_table([])
     assert "test cpu" not in ratio_table(runs, "ours/gloo", machine=False)
-    from mycollectives.bench.mpi import bounds, call_us
+    from mycollectives.book.bench.mpi import bounds, call_us
 
     assert call_us(runs[0], "all_reduce", 1 << 16) == pytest.approx(
         {"mpi": 20.0, "gloo": 1000.0, "ours": 50.0}
@@ -524,8 +524,8 @@ def test_mpi_ratio_table_reads_recorded_runs(tmp_path):
 
 
 def test_local_timing_gives_bench_results_and_a_model_can_be_judged_on_them():
-    from mycollectives.bench.local import time_local, trace_call
     from mycollectives.bench.predicted import compare, fit_results, median_error, winners_agree
+    from mycollectives.book.bench.local import time_local, trace_call
 
     menu = {"all_reduce": ("ring", "recursive_doubling"), "barrier": ("dissemination",)}
     results = time_local(3, menu, [256, 4096, 65536], reps=2)

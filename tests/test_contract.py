@@ -50,16 +50,25 @@ def _ours(n: ast.ImportFrom) -> bool:
     return bool(n.level) or (n.module or "").startswith("mycollectives.")
 
 
-def _modules_bound(tree: ast.Module, package: str) -> set[str]:
-    """Names this file binds to a module of the package (``from ..transport import local as _local``)."""
-    bound = set()
+def _modules_bound(tree: ast.Module, package: str) -> dict[str, str]:
+    """Names this file binds to a module of the package, and the module each names
+    (``from ..transport import local as _local``: ``_local`` -> ``mycollectives.transport.local``)."""
+    bound = {}
     for n in ast.walk(tree):
         if isinstance(n, ast.Import):
-            bound |= {a.asname or a.name.split(".")[0] for a in n.names if a.name.startswith("mycollectives")}
+            for a in n.names:
+                if a.name.startswith("mycollectives"):
+                    bound[a.asname or "mycollectives"] = a.name if a.asname else "mycollectives"
         elif isinstance(n, ast.ImportFrom) and _ours(n):
             base = _target(n, package)
-            bound |= {a.asname or a.name for a in n.names if _is_module(f"{base}.{a.name}")}
+            bound |= {
+                a.asname or a.name: f"{base}.{a.name}" for a in n.names if _is_module(f"{base}.{a.name}")
+            }
     return bound
+
+
+def _subpackage(module: str) -> list[str]:
+    return module.split(".")[:2]
 
 
 def violations(source: str, module: str, package: str | None = None) -> list[str]:
@@ -68,6 +77,13 @@ def violations(source: str, module: str, package: str | None = None) -> list[str
     package = package or module.rsplit(".", 1)[0]
     tree, found = ast.parse(source), []
     modules = _modules_bound(tree, package)
+    written = {
+        id(x)
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+        for target in (n.targets if isinstance(n, ast.Assign) else [n.target])
+        for x in ast.walk(target)
+    }  # a write's own names: reported as a write
     for n in ast.walk(tree):
         if isinstance(n, ast.Call) and _name(n.func) in ("getattr", "hasattr") and n.args:
             arg = _name(n.args[0]) or ""
@@ -79,9 +95,15 @@ def violations(source: str, module: str, package: str | None = None) -> list[str
                     head = _head(a)
                     if head in modules or head in TRANSPORTISH or "transport" in (head or ""):
                         found.append(f"{module}:{n.lineno}: writes a private name: {ast.unparse(target)}")
+        if isinstance(n, ast.Attribute) and id(n) not in written and _private(n.attr):
+            bound = modules.get(_name(n.value) or "") if isinstance(n.value, ast.Name) else None
+            if bound is not None and _subpackage(bound) != _subpackage(module):
+                found.append(
+                    f"{module}:{n.lineno}: reads another subpackage's private name: {ast.unparse(n)}"
+                )
         if isinstance(n, ast.ImportFrom) and _ours(n):
             target = _target(n, package)
-            if target.split(".")[:2] == module.split(".")[:2]:
+            if _subpackage(target) == _subpackage(module):
                 continue  # inside one subpackage
             names = [*target.split(".")[1:], *(a.name for a in n.names)]
             if any(_private(x) for x in names):
@@ -117,6 +139,7 @@ def test_no_module_probes_a_transport_or_writes_or_imports_private_names():
         ("transport._flight = rec", "writes a private name"),
         ("from ..sim.engine import _messages", "imports another subpackage's private name"),
         ("from ..transport import _transports", "imports another subpackage's private name"),
+        ("from ..nccl import model\nbus = model._ll_max_bw(s)", "reads another subpackage's private name"),
     ],
 )
 def test_the_check_catches_each_old_pattern(line, what):
@@ -125,7 +148,10 @@ def test_the_check_catches_each_old_pattern(line, what):
 
 
 def test_what_the_check_lets_through():
-    ok = "x = getattr(opts, 'asyncOp', True)\nself._n = 1\nfrom .maestro import _here\nfrom ..transport import bind"
+    ok = (
+        "x = getattr(opts, 'asyncOp', True)\nself._n = 1\nfrom .maestro import _here\nfrom ..transport import bind"
+        "\nfrom . import maestro as _m\nwho = _m._here"
+    )
     assert violations(ok, "mycollectives.virtual.runner") == []
 
 
@@ -199,3 +225,24 @@ def test_a_subgroup_refuses_bad_members_and_a_tag_past_its_parents_limit():
         SubGroup(Bounded(), [0, 1], (3 << 29) + 1)
     derived = Bounded().subgroup([0, 1])
     assert derived.tag + 2 * mc.transport.COLLECTIVE_TAG <= 1 << 31
+
+
+def test_a_transport_without_messages_is_refused_before_anything_runs():
+    from mycollectives.algorithms import schedule_for
+    from mycollectives.executor import execute
+    from mycollectives.transport.contract import Capabilities
+
+    class LoadsOnly(TransportBase):
+        rank, world_size, timeout = 1, 2, 5.0
+        device = torch.device("cpu")
+        capabilities = Capabilities(messages=False, heap_loads=True)
+
+        def isend(self, *args, **kwargs):
+            raise AssertionError("nothing may be sent")
+
+        irecv = isend
+
+    x = torch.arange(4.0)
+    with pytest.raises(ValueError, match="all_reduce on rank 1: LoadsOnly declares no messages"):
+        execute(schedule_for("all_reduce", "ring", 2, 16), LoadsOnly(), {0: x}, torch.Tensor.add_)
+    assert x.tolist() == [0.0, 1.0, 2.0, 3.0]

@@ -68,7 +68,7 @@ def test_read_record_wants_a_png():
 
 def test_importing_the_package_installs_no_hook():
     """The book opts in (its IPython startup file); the package's import never reaches figrecord."""
-    from mycollectives.layers import import_graph
+    from mycollectives.book.layers import import_graph
 
     graph, seen, todo = import_graph(), set(), ["mycollectives"]
     while todo:  # what importing the package imports at all (top level or in functions alike)

@@ -8,11 +8,24 @@ import importlib
 
 import pytest
 
-from mycollectives import layers
+from mycollectives.book import layers
 
 
 def test_no_import_goes_up_a_layer_or_closes_a_cycle():
     assert layers.violations() == []
+
+
+def test_no_library_module_imports_the_book():
+    """``mycollectives.book`` holds the pages' code; the library never reaches it."""
+    graph = layers.import_graph()
+    found = [
+        f"{a} imports {b}"
+        for a, targets in sorted(graph.items())
+        if not a.startswith("mycollectives.book")
+        for b in sorted(targets)
+        if b.startswith("mycollectives.book")
+    ]
+    assert found == []
 
 
 def test_the_check_catches_an_upward_import_and_a_cycle():

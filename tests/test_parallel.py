@@ -10,7 +10,8 @@ import pytest
 import torch
 
 import mycollectives as mc
-from mycollectives.parallel import checks, costs, fsdp, groupsim, overlap, sp, tp, traffic
+from mycollectives.book.parallel import checks
+from mycollectives.parallel import costs, fsdp, groupsim, overlap, sp, tp, traffic
 from mycollectives.parallel import model as M
 from mycollectives.parallel.calculator import step_time
 from mycollectives.parallel.config import LLAMA3_8B, LLAMA3_70B, LLAMA3_405B, ModelConfig
@@ -449,7 +450,7 @@ def test_model_states_match_the_16_bytes_per_parameter_rule():
 
 
 def test_widget_panel_is_shown_only_with_a_frontend(monkeypatch):
-    from mycollectives.parallel.plots import has_frontend
+    from mycollectives.book.parallel.plots import has_frontend
 
     monkeypatch.setenv("MYCOLLECTIVES_WIDGETS", "0")
     assert not has_frontend()
@@ -464,7 +465,7 @@ def test_plots_draw():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from mycollectives.parallel.plots import plot_link_bytes, plot_steps
+    from mycollectives.book.parallel.plots import plot_link_bytes, plot_steps
 
     topo = cluster("dgx_h100", 2)
     reports = [step_time(LLAMA3_8B, Layout(tp=8, dp=8, zero=z), topo) for z in (0, 3)]
@@ -480,7 +481,7 @@ def test_a_layout_that_does_not_fit_shows_no_mfu_in_table_or_figure():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from mycollectives.parallel.plots import plot_steps
+    from mycollectives.book.parallel.plots import plot_steps
 
     r = step_time(LLAMA3_70B, Layout(dp=16), cluster("dgx_h100", 2))  # 16 bytes per parameter, unsharded
     assert not r.fits and "does not fit" in r.table() and "MFU" not in r.table()
@@ -495,7 +496,7 @@ def test_log_ticks_are_plain_numbers_that_do_not_touch():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from mycollectives.parallel.plots import log_ticks
+    from mycollectives.book.parallel.plots import log_ticks
 
     _, ax = plt.subplots()
     values = [1, 2, 3, 4, 8, 16, 17]
@@ -552,7 +553,7 @@ def test_widget_panel_builds_and_redraws_on_a_slider_change(monkeypatch):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from mycollectives.parallel.plots import panel
+    from mycollectives.book.parallel.plots import panel
 
     box = panel(LLAMA3_8B, cluster("dgx_h100", 2), gpus=64, layout=Layout(tp=8, dp=8))
     sliders = [w for row in box.children[:2] for w in row.children]

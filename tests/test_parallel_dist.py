@@ -1,6 +1,6 @@
 """Chapter 5's strategies on real gloo process groups, and under torchrun.
 
-The same checks as ``test_parallel.py`` (:mod:`mycollectives.parallel.checks`),
+The same checks as ``test_parallel.py`` (:mod:`mycollectives.book.parallel.checks`),
 each rank a process: collectives over ``torch.distributed``'s point-to-point
 messages, subgroups through tags, FSDP's stream a second thread talking at
 once with the main one.
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import mycollectives as mc
-from mycollectives.parallel import checks
+from mycollectives.book.parallel import checks
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(300)]
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,7 +70,7 @@ def test_collective_matmul_on_gloo_agrees_and_is_timed(pool):
 def test_every_check_under_torchrun():
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=4"]
-    cmd += ["-m", "mycollectives.parallel.checks"]
+    cmd += ["-m", "mycollectives.book.parallel.checks"]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=280)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     lines = [ln for ln in proc.stdout.splitlines() if "largest difference" in ln]

@@ -131,8 +131,18 @@ def test_nvls_beats_the_ring_on_eight_gpus_and_needs_the_hardware():
     assert nvls.busbw > ring.busbw > 0
     with pytest.raises(ValueError, match="in-switch"):
         simulate("all_reduce", "nvls", 1 << 30, dgx_h100(nvls=False))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="'nvls' runs all_reduce, not broadcast"):
         simulate("broadcast", "nvls", 1 << 30, dgx_h100(nvls=True))
+
+
+def test_the_simulators_menu_is_the_packages_and_the_switchs():
+    from mycollectives.algorithms import algorithms as menu
+    from mycollectives.collectives import collectives
+    from mycollectives.sim import algorithms
+
+    for c in collectives():
+        extra = ("nvls",) if c == "all_reduce" else ()
+        assert algorithms(c) == menu(c) + extra, c
 
 
 def test_time_grows_with_size_and_pcie_is_slower():

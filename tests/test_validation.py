@@ -11,9 +11,9 @@ import re
 import statistics
 from pathlib import Path
 
+from mycollectives.book.viz import validation
 from mycollectives.sim import validate
 from mycollectives.topology import NODES
-from mycollectives.viz import validation
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL_KEYS = {"node", "nodes", "nics_per_node", "nic", "algorithm", "protocol", "size", "gpus", "gpus_per_node",

@@ -10,7 +10,7 @@ in :mod:`mycollectives.collectives`.
 
 from __future__ import annotations
 
-from ..collectives import ALIASES, COLLECTIVES, Spec, canonical
+from ..collectives import ALIASES, Spec, canonical, collectives
 
 # importing the modules registers their algorithms, in menu order
 from . import (  # noqa: E402,F401,I001
@@ -42,6 +42,14 @@ from .registry import (  # noqa: I001
 )
 
 discover(__name__, __path__)  # a module added beside these registers its algorithms too, after them
+
+
+def __getattr__(name: str):
+    """``COLLECTIVES``, read now from the records (a copy taken at import would miss one added later)."""
+    if name == "COLLECTIVES":
+        return collectives()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "ALIASES",

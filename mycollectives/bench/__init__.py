@@ -17,10 +17,11 @@ Modules, one concern each:
 * ``predicted``: the alpha-beta-gamma prediction next to the measurement;
 * ``plot``: busbw against size, predicted against measured;
 * ``cli``: the command line and the launch (torchrun or ``--nprocs``);
-* ``local``: the same sweep on a local world (threads), for the pages;
-* ``heap``: symmetric memory's three ways timed side by side (chapter 4b);
-* ``buckets``, ``summary``, ``mpi``: page helpers (gradient buckets timed,
-  recorded sweeps read back as ratios, the recorded runs against MPI).
+* ``virtual``: the same sweep on a virtual cluster (``--virtual dgx_h100``).
+
+The pages' own timing helpers (a local world's sweep, symmetric memory timed
+three ways, gradient buckets, recorded runs read back) are the book's, in
+``mycollectives.book.bench``.
 """
 
 from __future__ import annotations

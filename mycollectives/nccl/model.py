@@ -121,7 +121,7 @@ class System:
         return True
 
 
-def _ll_max_bw(s: System) -> float:
+def ll_max_bw(s: System) -> float:
     """llMaxBw: by GPU generation on one node, by CPU vendor across nodes (tuning.cc 268-272)."""
     row = s.arch if s.nodes == 1 else ("ampere" if s.amd_cpu else "volta")  # rows 1 and 0: AMD, Intel
     return K.LL_MAX_BW[row][s.column()]
@@ -151,13 +151,13 @@ def bandwidth(s: System, func: str, algorithm: str, protocol: str) -> float:
         bw = min(intra, inter, cap)
     bus = nch * bw  # 324
     if a == "Ring" and p == "LL":  # 327
-        bus = min(_ll_max_bw(s), bus * K.RING_LL_FACTOR)
+        bus = min(ll_max_bw(s), bus * K.RING_LL_FACTOR)
     if a == "Ring" and p == "LL128":  # 328-329
         bus = min(bus * K.LL128_FACTOR, nch * K.PER_CHANNEL_RING_LL128[s.arch])
     if a == "Tree" and func == "all_reduce":  # 330-331
         bus = min(bus * K.TREE_FACTOR, nch * K.PER_CHANNEL_TREE[s.arch][col])
     if a == "Tree" and p == "LL":  # 332
-        bus = min(bus * K.TREE_LL_FACTOR, _ll_max_bw(s))
+        bus = min(bus * K.TREE_LL_FACTOR, ll_max_bw(s))
     if a == "Tree" and p == "LL128":  # 333-335
         factor = K.TREE_LL128_FACTOR["one node" if s.nodes == 1 else "several nodes"]
         bus = min(bus * factor, nch * K.PER_CHANNEL_TREE_LL128[s.arch][col])

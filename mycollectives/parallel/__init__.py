@@ -15,7 +15,10 @@ gloo processes (``mc.run_gloo``) and under ``torchrun``:
 - :mod:`.overlap`: the collective matmul;
 - the step-time calculator: :mod:`.config`, :mod:`.layout`, :mod:`.traffic`,
   :mod:`.costs`, :mod:`.groupsim`, :mod:`.footprint`, :mod:`.step`, :mod:`.search`,
-  :mod:`.plots`, and :mod:`.calculator` (``step_time`` and the command line).
+  and :mod:`.calculator` (``step_time`` and the command line).
+
+The chapter's checks of every strategy against the reference, and the
+calculator's figures, are the book's (``mycollectives.book.parallel``).
 """
 
 from __future__ import annotations

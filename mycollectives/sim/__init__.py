@@ -13,7 +13,7 @@ SimResult(all_reduce/ring/simple on dgx_a100, p=8, 1048576 B: ...)
 
 from __future__ import annotations
 
-from .engine import simulate
+from .engine import algorithms, simulate
 from .fluid import Paths, drain, max_min_rates
 from .nccl import simulate_nccl
 from .result import SimResult
@@ -21,6 +21,7 @@ from .sweeps import crossover, nccl_table, sizes, sweep
 from .tuner import tune
 
 __all__ = [
+    "algorithms",
     "simulate",
     "simulate_nccl",
     "SimResult",

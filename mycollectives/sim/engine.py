@@ -12,8 +12,12 @@ reuse its routes and result, which is what makes thousands of ranks cheap;
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 
+from ..algorithms import algorithms as menu
 from ..algorithms import build, canonical, spec_for
 from ..collectives import busbw_factor
 from ..nccl.constants import HW_LATENCY
@@ -139,9 +143,10 @@ def simulate(
     Ranks are GPUs ``0..world_size-1`` (all of them by default). The result
     carries ``time_s``, ``algbw`` and ``busbw`` (GB/s, nccl-tests'
     definitions), a per-round timeline and per-link utilisation.
-    ``algorithm="nvls"`` (all-reduce only) reduces inside the NVSwitch, on a
-    topology built with ``nvls=True``. ``channels`` cuts the schedule into that
-    many channels, each between nodes on its own rail. Introduced in chapter 4.
+    ``algorithm`` is one of ``algorithms(collective)``: a schedule of the package's
+    menu, or one the switch runs (``IN_SWITCH``: ``"nvls"``, all-reduce only, reduces
+    inside the NVSwitch, on a topology built with ``nvls=True``). ``channels`` cuts
+    the schedule into that many channels, each between nodes on its own rail. Introduced in chapter 4.
 
     >>> from mycollectives.topology import dgx_h100
     >>> r = simulate("all_reduce", "ring", 1 << 30, dgx_h100())
@@ -153,8 +158,13 @@ def simulate(
         raise ValueError(f"world_size={p} exceeds the {topology.num_gpus} GPUs of {topology.name}")
     model = LinkModel(topology, protocol)
     extra_lat, local = 0.0, local_size or topology.gpus_per_node
-    if algorithm == "nvls":
-        rounds, extra_lat = _nvls(collective, nbytes, topology, p), NVLS_LATENCY
+    switch = IN_SWITCH.get(algorithm)
+    if switch is not None:
+        if canonical(collective) not in switch.collectives:
+            raise ValueError(
+                f"algorithm {algorithm!r} runs {' and '.join(switch.collectives)}, not {collective}"
+            )
+        rounds, extra_lat = switch.flows(collective, nbytes, topology, p), switch.latency
         model.cap_scale = topology.in_switch_reduction
     else:
         rounds = schedule_rounds(collective, algorithm, p, nbytes, itemsize, root, segment, local, channels)
@@ -231,8 +241,6 @@ def _nvls(collective: str, nbytes: int, topo: Topology, p: int):
     """NVLink SHARP all-reduce: every GPU pushes its vector into the switch and
     pulls the sum back, ``1/p`` reduced by each GPU's share, both halves
     pipelined: up ``n (1 + 1/p)``, down ``n (1 + 1/p)`` per GPU, one round."""
-    if canonical(collective) != "all_reduce":
-        raise ValueError("algorithm 'nvls' is an all_reduce")
     if not topo.in_switch_reduction:
         raise ValueError(f"{topo.name} has no in-switch reduction (build it with nvls=True)")
     if p > topo.gpus_per_node:
@@ -243,3 +251,27 @@ def _nvls(collective: str, nbytes: int, topo: Topology, p: int):
     nb = np.full(p, int(nbytes) + int(nbytes) // p, dtype=np.int64)
     # two flows per GPU, up to and down from its switch, each over one link
     return [(np.concatenate([g, sw]), np.concatenate([sw, g]), np.concatenate([nb, nb]))]
+
+
+@dataclass(frozen=True)
+class InSwitch:
+    """An algorithm the switch runs, beside the schedules of ``algorithms/``: its flows (one round
+    of ``(src, dst, bytes)`` arrays over GPUs and switches), the latency each round adds, and the
+    collectives it runs. Its links carry the topology's ``in_switch_reduction`` of their rate."""
+
+    collectives: tuple[str, ...]
+    flows: Callable[[str, int, Topology, int], list]
+    latency: float
+
+
+IN_SWITCH: dict[str, InSwitch] = {"nvls": InSwitch(("all_reduce",), _nvls, NVLS_LATENCY)}
+
+
+def algorithms(collective: str) -> tuple[str, ...]:
+    """What :func:`simulate` runs for ``collective``: the package's menu, then the switch's own.
+
+    >>> algorithms("all_reduce")[-1], "nvls" in algorithms("broadcast")
+    ('nvls', False)
+    """
+    c = canonical(collective)
+    return menu(c) + tuple(name for name, a in IN_SWITCH.items() if c in a.collectives)

@@ -211,7 +211,7 @@ def _cap(s: model.System, c: str, a: str, proto: str) -> float:
     if a not in ("Ring", "Tree") or proto == "Simple":
         return math.inf
     if proto == "LL":
-        bus = model._ll_max_bw(s)
+        bus = model.ll_max_bw(s)
     elif a == "Ring":
         bus = g.channels * K.PER_CHANNEL_RING_LL128[s.arch]
     else:

@@ -26,8 +26,8 @@ errors are reported beside the fit errors and never steer the model.
 
 The simulator is never tuned point by point: every point runs the same
 simulator (:func:`~mycollectives.sim.simulate_nccl`). This module computes;
-the page's table is written by ``mycollectives.viz.validation``
-(``python -m mycollectives.viz.validation`` writes ``chapters/_validation_table.md``).
+the page's table is written by ``mycollectives.book.viz.validation``
+(``python -m mycollectives.book.viz.validation`` writes ``chapters/_validation_table.md``).
 """
 
 from __future__ import annotations

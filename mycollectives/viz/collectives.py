@@ -23,13 +23,24 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..collectives import COLLECTIVE, COLLECTIVES, labelled_inputs, labelled_outputs
+from ..collectives import COLLECTIVE, collectives, labelled_inputs, labelled_outputs
 from .buffers import mask_colours
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-SHOWN = tuple(c for c in COLLECTIVES if COLLECTIVE[c].carries_data)
+
+def shown() -> tuple[str, ...]:
+    """The collectives that move data (barrier does not), as the records say now."""
+    return tuple(c for c in collectives() if COLLECTIVE[c].carries_data)
+
+
+def __getattr__(name: str):
+    """``SHOWN``: :func:`shown`, read now (a copy taken at import would miss a record added later)."""
+    if name == "SHOWN":
+        return shown()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 Block = tuple[int, int] | None  # (mask of contributing ranks, block index) or empty
 
@@ -55,8 +66,8 @@ def collective_blocks(collective: str, p: int, root: int = 0) -> tuple[list[list
     come from the collective's record: its inputs, labelled as the verifier
     labels them, and its oracle run on those labels, with one element per block.
     """
-    if collective not in SHOWN:
-        raise ValueError(f"collective must be one of {SHOWN}, got {collective!r}")
+    if collective not in shown():
+        raise ValueError(f"collective must be one of {shown()}, got {collective!r}")
     if not 0 <= root < p:
         raise ValueError(f"root {root} is not a rank of a world of {p}")
     c = COLLECTIVE[collective]

@@ -2,7 +2,7 @@
 
 The computation (the points, the simulated busbw, the errors, the summary)
 is :mod:`mycollectives.sim.validate`'s; this page helper only writes it out.
-``python -m mycollectives.viz.validation`` writes ``chapters/_validation_table.md``.
+``python -m mycollectives.book.viz.validation`` writes ``chapters/_validation_table.md``.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..sim.validate import TARGETS, Point, deepep_link, points, results, summary
+from ...sim.validate import TARGETS, Point, deepep_link, points, results, summary
 
 
 def _size(n: int) -> str:

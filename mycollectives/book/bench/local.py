@@ -1,6 +1,6 @@
 """Timing collectives on a local world: ranks as threads of this process (chapters 2 and 3b).
 
-The bench proper (:mod:`.cli`) times processes under ``torchrun``; a chapter
+The bench proper (:mod:`mycollectives.bench.cli`) times processes under ``torchrun``; a chapter
 that runs in a notebook times a :class:`~mycollectives.LocalWorld` instead, a
 poor network but a real one. :func:`time_local` runs, in every repetition,
 each algorithm of each collective once in turn, after a barrier, so that a
@@ -8,7 +8,7 @@ change of load hits them all alike, and keeps each call's time on its
 slowest rank. Every collective is called through its record
 (:meth:`~mycollectives.collectives.Collective.call`), on buffers sized by
 its record, as the bench does, and the results are the bench's
-:class:`~.runner.Result` rows, so that :mod:`.predicted` fits and judges a
+:class:`~mycollectives.bench.runner.Result` rows, so that :mod:`mycollectives.bench.predicted` fits and judges a
 model on them as on a recorded sweep. :func:`trace_call` records the
 messages of one call, for a space-time diagram in measured time.
 """
@@ -21,12 +21,12 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import torch
 
-from .. import api
-from ..collectives import record
-from ..timing import now
-from ..transport import LocalWorld
-from .factors import bandwidths
-from .runner import Result
+from ... import api
+from ...bench.factors import bandwidths
+from ...bench.runner import Result
+from ...collectives import record
+from ...timing import now
+from ...transport import LocalWorld
 
 
 def _numel(pieces) -> int:
@@ -41,7 +41,7 @@ def time_local(
     run: Callable[[Callable], list] | None = None,
     options: Mapping | None = None,
 ) -> list[Result]:
-    """One :class:`~.runner.Result` per ``(collective, algorithm, size)``: ``times_us``
+    """One :class:`~mycollectives.bench.runner.Result` per ``(collective, algorithm, size)``: ``times_us``
     holds every repetition's time on the slowest rank, ``time_us`` their median.
 
     ``menu`` maps a collective to the algorithms to time, ``sizes`` are

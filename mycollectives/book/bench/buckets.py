@@ -18,14 +18,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..timing import now
+from ...timing import now
 
 
 def bucket_sweep(rank: int, nbytes: int, buckets: Sequence[int], reps: int = 5) -> dict[int, float]:
     """Median seconds to all-reduce ``nbytes`` of float32 in buckets of each size (bytes), ranks lined up."""
     import torch
 
-    from .. import api
+    from ... import api
 
     torch.set_num_threads(1)
     grad = torch.ones(nbytes // 4)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .factors import format_size
+from ...bench.factors import format_size
 
 
 def load_runs(folder: str | Path) -> list[dict]:

@@ -10,9 +10,9 @@ import glob
 import os
 from collections.abc import Sequence
 
-from .cases import NATIVE
-from .report import read_json
-from .runner import Result
+from ...bench.cases import NATIVE
+from ...bench.report import read_json
+from ...bench.runner import Result
 
 
 def load(directory: str) -> dict[tuple[str, int], tuple[dict, list[Result]]]:

@@ -21,9 +21,9 @@ from collections.abc import Sequence
 import torch
 import torch.distributed as dist
 
-from .. import api, symmetric
-from ..collectives import busbw_factor, record
-from ..transport.shm import ShmTransport
+from ... import api, symmetric
+from ...collectives import busbw_factor, record
+from ...transport.shm import ShmTransport
 
 WAYS = ("loads and stores", "messages (shared memory)", "gloo")
 

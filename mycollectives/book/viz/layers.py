@@ -2,7 +2,7 @@
 
 One box per part of the package (``algorithms``, ``transport``, ``cost``, ...:
 the first name below ``mycollectives``), placed at the height of its layer
-(:data:`mycollectives.layers.LAYERS`), and one arrow per pair of parts one
+(:data:`mycollectives.book.layers.LAYERS`), and one arrow per pair of parts one
 imports from the other. Every arrow points down or sideways within a layer;
 an upward one would be a violation that the tests refuse.
 """

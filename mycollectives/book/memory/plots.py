@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .bandwidth import BandwidthPoint
-from .ledger import STAGES
-from .roofline import KernelPoint, Roofline
-from .vendor import GPUSpec
+from ...memory.bandwidth import BandwidthPoint
+from ...memory.ledger import STAGES
+from ...memory.roofline import KernelPoint, Roofline
+from ...memory.vendor import GPUSpec
 
 
 def plot_sweep(
@@ -105,7 +105,7 @@ def batch_animation_html(
     import numpy as np
     from matplotlib.animation import FuncAnimation
 
-    from ..viz.animation import to_html
+    from ...viz.animation import to_html
 
     batches = list(batches) or [2**k for k in range(0, 13)]
     roof = Roofline.from_spec(spec, dtype)

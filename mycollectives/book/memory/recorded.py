@@ -19,9 +19,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .bandwidth import BandwidthPoint
-from .ledger import STAGES
-from .roofline import KernelPoint, Roofline
+from ...memory.bandwidth import BandwidthPoint
+from ...memory.ledger import STAGES
+from ...memory.roofline import KernelPoint, Roofline
 
 _SWEEP = re.compile(r"^\s+([\d.]+) MiB\s+([\d.]+) GB/s\s*$", re.M)
 _ROOF = re.compile(r"^cuda \((\w+), measured\): ([\d.]+) TFLOP/s .*?, ([\d.]+) GB/s\s*$", re.M)

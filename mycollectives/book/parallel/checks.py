@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import torch
 
-from .. import api
-from . import cp, dp, ep, ep_hier, fsdp, pp, sp, tp
-from . import model as M
-from .comm import all_reduce_
-from .mesh import Mesh
+from ... import api
+from ...parallel import cp, dp, ep, ep_hier, fsdp, pp, sp, tp
+from ...parallel import model as M
+from ...parallel.comm import all_reduce_
+from ...parallel.mesh import Mesh
 
 
 def _diff(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -211,7 +211,7 @@ def suite(p: int) -> list[tuple[str, object, tuple]]:
 def main(tolerance: float = 1e-9) -> None:
     """Every check on the ranks of a ``torchrun`` job over gloo; rank 0 prints the table.
 
-    ``torchrun --standalone --nproc-per-node 4 -m mycollectives.parallel.checks``
+    ``torchrun --standalone --nproc-per-node 4 -m mycollectives.book.parallel.checks``
     """
     import datetime
     import sys

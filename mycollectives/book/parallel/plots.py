@@ -15,9 +15,9 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from .config import ModelConfig
-from .layout import Layout
-from .step import StepReport, step_time
+from ...parallel.config import ModelConfig
+from ...parallel.layout import Layout
+from ...parallel.step import StepReport, step_time
 
 COLOURS = {
     "TP": "tab:red",

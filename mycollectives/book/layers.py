@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parent.parent  # the package, mycollectives/
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("errors", "ops", "schedule", "nccl", "topology", "flight", "timing", "cliargs", "datafree")),
@@ -35,7 +35,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "bench",
             "memory",
             "parallel",
-            "layers",
             "doctor",
             "virtual",
             "torchpg",
@@ -53,7 +52,7 @@ def layer_of(module: str) -> int:
     for i, (_, names) in enumerate(LAYERS):
         if head in names:
             return i
-    raise KeyError(f"{module} is in no layer of mycollectives.layers.LAYERS")
+    raise KeyError(f"{module} is in no layer of mycollectives.book.layers.LAYERS")
 
 
 def modules() -> dict[str, Path]:
