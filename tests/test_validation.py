@@ -171,3 +171,16 @@ def test_the_virtual_cluster_is_set_beside_the_calculator_on_the_fit_rows_of_one
     assert sum(r["virtual_busbw"] is not None for r in rows) >= len(rows) - 2
     with pytest.raises(ValueError, match="has no model"):
         virtual_validate.published([p for p in validate.points() if p.model is None][:1])
+
+
+@pytest.mark.timeout(600)
+def test_rows_of_the_same_node_with_and_without_nvls_are_run_apart():
+    """The virtual runs are shared between rows of one cluster and call only: NVLS off is another cluster."""
+    from mycollectives.topology import cluster
+    from mycollectives.virtual import validate as virtual_validate
+
+    pts = [p for p in validate.points() if p.id in ("mle-b200-1n-8gpu-nvls", "mle-b200-1n-ring-nvlsoff")]
+    on, off = virtual_validate.published(pts)
+    size = int(pts[1].model["size"])
+    alone = virtual_validate.virtual_busbw("all_reduce", "auto", size, cluster("dgx_b200", 1, nvls=False), 8)
+    assert off["virtual_busbw"] == pytest.approx(alone) and off["virtual_busbw"] != on["virtual_busbw"]

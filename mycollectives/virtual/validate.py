@@ -172,6 +172,7 @@ def _both(
 # NCCL's algorithm -> what the virtual cluster runs when a published run forced it: Ring is the package's
 # ring on NCCL's channels; any other runs only as NCCL's own pick ("auto"), there being no NCCL_ALGO.
 _FORCED = {"Ring": "ring"}
+_CLUSTER_KEYS = ("node", "nodes", "nics_per_node", "nic", "nvls", "sharp", "gpus_per_node")  # a row's cluster
 
 
 def published(points, max_ranks: int = 32, timeout: float = 600.0) -> list[dict]:
@@ -198,8 +199,7 @@ def published(points, max_ranks: int = 32, timeout: float = 600.0) -> list[dict]
         m = pt.model
         if m is None:
             raise ValueError(f"published: point {pt.id} has no model (set {pt.set!r}: {pt.why_outside})")
-        topo = cluster(m["node"], m["nodes"], nics_per_node=m["nics_per_node"], nic=m["nic"], nvls=m["nvls"],
-                       sharp=m["sharp"], gpus_per_node=m["gpus_per_node"])  # fmt: skip
+        topo = cluster(*(m[k] for k in _CLUSTER_KEYS[:2]), **{k: m[k] for k in _CLUSTER_KEYS[2:]})
         p = m["gpus"] or topo.num_gpus
         alg, why = _algorithm(pt.collective, m, topo, choose), None
         if alg is None:
@@ -210,7 +210,7 @@ def published(points, max_ranks: int = 32, timeout: float = 600.0) -> list[dict]
             why = f"{pt.collective} has no data-free call here"
         virt = None
         if why is None:
-            key = (topo.name, m["sharp"], p, pt.collective, alg, m["size"])
+            key = (*(m[k] for k in _CLUSTER_KEYS), p, pt.collective, alg, m["size"])
             if key not in seen:
                 seen[key] = virtual_busbw(pt.collective, alg, int(m["size"]), topo, p, timeout=timeout)
             virt = seen[key]
