@@ -13,8 +13,10 @@ well the model does:
   size or a stated peak; a test holds these to the targets of ``TARGETS``;
 * ``outside``: kept in the table with the reason: networks the presets do not
   model (AWS EFA, Google's TCPX stacks), sizes not stated, low-confidence
-  fragments, values the source itself calls anomalous, and the model's known
-  limits (NVLS across an NVL72 rack, all-to-all inside one node);
+  fragments, values the source itself calls anomalous, runs whose algorithm is
+  not known (NVLS forced across nodes, which NCCL runs only with CollNet, where
+  the source does not say CollNet was on), and the model's known limits (NVLS
+  across an NVL72 rack, all-to-all inside one node);
 * ``deepep``: DeepEP's dispatch/combine bandwidths, which are not busbw,
   compared with the links they run on in a separate table.
 
