@@ -8,6 +8,10 @@ the same thing; where the virtual ranks get out of step (a tree's pipelined
 segments) the virtual run may finish a little earlier, since it starts a
 round on a rank as soon as that rank's own messages are in, without waiting
 for the whole round.
+
+:func:`published` sets the virtual cluster beside the calculator on the
+published rows of ``sim/published.json`` (the appendix "The simulator
+against published measurements"): one data-free call per row, network only.
 """
 
 from __future__ import annotations
