@@ -23,18 +23,18 @@ MODEL_KEYS = {"node", "nodes", "nics_per_node", "nic", "algorithm", "protocol", 
               "nvls", "sharp", "assumed"}  # fmt: skip
 
 
-# What the asserted set and its held-out half gave when measured after the 23 multi-node B200 rows of
-# together-nccl-tests' reports joined them (the simulator of NCCL 2.30.7's model, NVLink at the Ring
+# What the asserted set and its held-out half gave when measured after 27 multi-node rows joined them
+# (23 B200 rows of together-nccl-tests' reports, 4 H100 rows of xxrjun/nccl-tests-cluster's log) (the simulator of NCCL 2.30.7's model, NVLink at the Ring
 # graph's allotment, nt149 asserted, no model change): regression guards, not targets the model was fitted
 # to. The set misses validate.TARGETS' worst (20 %) and the held-out half HELD_OUT_TARGETS' worst (25 %):
 # the appendix prints the gap.
-ASSERTED = {"points": 71, "median": 0.0207, "worst": 0.3462}
+ASSERTED = {"points": 75, "median": 0.0218, "worst": 0.3462}
 HELD_OUT = {
-    "points": 27,
-    "median": 0.0235,
+    "points": 28,
+    "median": 0.0259,
     "worst": 0.2603,
-    "signed_median": -0.0002,
-    "above": 13,
+    "signed_median": 0.0048,
+    "above": 14,
     "below": 14,
 }
 SLACK = 0.002  # rounding of the numbers above
