@@ -7,6 +7,7 @@ is :mod:`mycollectives.sim.validate`'s; this page helper only writes it out.
 
 from __future__ import annotations
 
+import statistics
 import sys
 from pathlib import Path
 
@@ -72,6 +73,43 @@ def table() -> str:
         link, bw = deepep_link(p)
         lines.append(f"| {p.id} | {p.setup} | {p.busbw:.0f} | {link}, {bw:.0f} GB/s | {p.busbw / bw:.2f} |")
     return "\n".join(lines) + "\n"
+
+
+def side_by_side(rows: list[dict]) -> str:
+    """The calculator and the virtual cluster on published rows (:func:`mycollectives.virtual.validate.published`'s
+    rows): busbw in GB/s, each engine's ratio to the other and to the published value; a row the virtual
+    cluster does not run says why."""
+    lines = [
+        f"{'point':30s} {'split':8s} {'pub':>6s} {'calc':>6s} {'virtual':>7s} {'virt/calc':>9s} {'virt/pub':>8s}"
+    ]
+    for r in rows:
+        head = (f"{r['id'][:30]:30s} {_SPLIT[r['split']]:8s} {r['published_busbw']:6.0f} "
+                f"{r['calculator_busbw']:6.0f}")  # fmt: skip
+        v = r["virtual_busbw"]
+        if v is None:
+            lines.append(f"{head} {'-':>7s}  ({_short(r['why'])})")
+        else:
+            lines.append(
+                f"{head} {v:7.0f} {v / r['calculator_busbw'] - 1:+9.1%} {v / r['published_busbw'] - 1:+8.1%}"
+            )
+    return "\n".join(lines)
+
+
+def _short(why: str) -> str:
+    return why.split(",")[0].split(" (")[0]
+
+
+def virtual_summary(rows: list[dict]) -> dict[str, float]:
+    """Over the rows the virtual cluster ran: its errors against the published values (as
+    :func:`~mycollectives.sim.validate.summary` gives the calculator's) and its agreement with the calculator."""
+    ran = [r for r in rows if r["virtual_busbw"] is not None]
+    signed = [r["virtual_busbw"] / r["published_busbw"] - 1 for r in ran]
+    apart = [abs(r["virtual_busbw"] / r["calculator_busbw"] - 1) for r in ran]
+    if not ran:
+        return {"points": 0, "of": len(rows)}
+    return {"points": len(ran), "of": len(rows), "median": statistics.median(map(abs, signed)),
+            "worst": max(map(abs, signed)), "signed_median": statistics.median(signed),
+            "within_10": sum(a <= 0.10 for a in apart), "apart_worst": max(apart)}  # fmt: skip
 
 
 if __name__ == "__main__":  # pragma: no cover
