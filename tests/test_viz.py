@@ -51,6 +51,14 @@ def test_spacetime_draws_one_arrow_per_transfer(algorithm):
     assert ax.get_xlim()[1] == pytest.approx(2e-6 * len(s.rounds))
 
 
+def test_spacetime_select_splits_a_schedule_into_its_parts():
+    s = build(Spec("all_reduce", 8, count=16, segment=2), "double_binary_tree")
+    halves = [spacetime(s, select=lambda r, lo=lo: (r.doff >= lo) & (r.doff < lo + 8)) for lo in (0, 8)]
+    counts = [len(ax.collections[0].get_segments()) for ax in halves]
+    assert sum(counts) == _remote(s) and counts[0] == counts[1] > 0
+    assert all(ax.get_xlim()[1] == len(s.rounds) for ax in halves)  # both on the whole schedule's rounds
+
+
 def test_spacetime_of_a_simulation_uses_its_round_times():
     from mycollectives.algorithms import schedule_for
 

@@ -8,12 +8,12 @@ draws a tree given by each rank's parent (chapter 3's binary trees).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..schedule import Schedule
+from ..schedule import Round, Schedule
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -38,12 +38,20 @@ def _arrows(ax, t0, t1, src, dst, reduce, p: int):
     ax.set_ylabel("rank")
 
 
-def spacetime(schedule: Schedule, ax: Axes | None = None, round_times: Sequence[float] | None = None) -> Axes:
+def spacetime(
+    schedule: Schedule,
+    ax: Axes | None = None,
+    round_times: Sequence[float] | None = None,
+    select: Callable[[Round], np.ndarray] | None = None,
+) -> Axes:
     """Space-time diagram of a schedule: one arrow per remote transfer.
 
     Round ``k`` spans ``[k, k+1)`` unless ``round_times`` (seconds, e.g.
     ``SimResult.round_time``) gives each round's duration. Red arrows reduce,
-    blue ones copy. Returns the axes; ``ax.collections[0]`` holds the arrows.
+    blue ones copy. ``select`` (a round's transfers to a boolean mask) draws
+    only part of the schedule, e.g. one tree of a double binary tree, on the
+    whole schedule's time axis. Returns the axes; ``ax.collections[0]`` holds
+    the arrows.
     """
     import matplotlib.pyplot as plt
 
@@ -52,7 +60,7 @@ def spacetime(schedule: Schedule, ax: Axes | None = None, round_times: Sequence[
     start = np.concatenate([[0.0], np.cumsum(dur)])
     cols = {k: [] for k in ("t0", "t1", "src", "dst", "reduce")}
     for k, r in enumerate(schedule.rounds):
-        remote = r.src != r.dst
+        remote = (r.src != r.dst) & (True if select is None else np.asarray(select(r), bool))
         cols["t0"].append(np.full(remote.sum(), start[k]))
         cols["t1"].append(np.full(remote.sum(), start[k + 1]))
         for c in ("src", "dst", "reduce"):
