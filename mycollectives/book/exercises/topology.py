@@ -6,9 +6,8 @@ values come from the package itself (the simulator, the topology presets, the sc
 the notebook shows the question and not the answer. The exercises on NCCL's cost model are in
 :mod:`mycollectives.book.exercises.nccl_model`.
 
-``check_hierarchical_all_reduce`` wraps the shared harness
-(``mycollectives.book.exercises.check_collective``) to hand the reader's function the node
-size, and adds a rule of its own: only node leaders may send between nodes.
+``check_hierarchical_all_reduce`` wraps the shared harness (``check_collective``) to hand the
+reader's function the node size, and adds a rule of its own: only node leaders send between nodes.
 """
 
 from __future__ import annotations
