@@ -55,19 +55,22 @@ def answer_names(before: str) -> list[str]:
 
 
 def significant(text: str) -> int:
-    """Significant figures of a printed number: an integer's trailing zeros are not ("100" has one)."""
+    """Significant figures of a printed number: an integer's trailing zeros only place its
+    digits ("100" has one, "100.0" four)."""
     mantissa = re.sub(r"[eE].*$", "", text).replace(",", "")
     digits = mantissa.replace(".", "").lstrip("+-0")
     return len(digits if "." in mantissa else digits.rstrip("0"))
 
 
 def shown(numbers: list[tuple[str, str]], x: float) -> str | None:
-    """The first printed number (three significant figures or more) equal to ``x`` in some unit:
-    a power of a thousand, or the binary unit printed after it (a byte count)."""
+    """The first printed number (three significant figures or more, or the integer ``x`` itself
+    with three digits or more) equal to ``x`` in some unit: a power of a thousand, or the
+    binary unit printed after it (a byte count)."""
     for text, unit in numbers:
-        if significant(text) < 3:
-            continue
         y = float(text.replace(",", ""))
+        itself = float(x).is_integer() and y == x and abs(y) >= 100
+        if significant(text) < 3 and not itself:
+            continue
         scales = DECIMAL + ([BINARY[unit]] if unit and float(x).is_integer() else [])
         if any(math.isclose(y * s, x, rel_tol=2e-3) for s in scales):
             return f"{text} {unit}".strip()

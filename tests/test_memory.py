@@ -118,3 +118,26 @@ def test_vendor_shared_memory_bandwidth():
     assert mm.A100.shared_memory_bandwidth() == pytest.approx(128 * 108 * 1.41e9)
     with pytest.raises(ValueError, match="boost clock"):
         mm.H100.shared_memory_bandwidth()
+
+
+def test_roofline_labels_do_not_overprint():
+    """Points a decade apart or closer on the roof get labels at least a line apart."""
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from mycollectives.memory import plots
+
+    roof = mm.Roofline.from_spec(mm.H100)
+    on_roof = [(f"op{i}", x) for i, x in enumerate((0.9, 1.0, 1.25, 2.0, 400.0))]
+    points = [mm.KernelPoint(n, x, 1e9 / roof.attainable(x), 1e9) for n, x in on_roof]  # on the roof
+    ax = plots.plot_roofline([roof], points)
+    ax.figure.canvas.draw()
+    from matplotlib.text import Text
+
+    boxes = [Text.get_window_extent(t) for t in ax.texts]  # the words, without the leader line
+    assert len(boxes) == len(points)
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+    plt.close(ax.figure)

@@ -51,6 +51,14 @@ def test_spacetime_draws_one_arrow_per_transfer(algorithm):
     assert ax.get_xlim()[1] == pytest.approx(2e-6 * len(s.rounds))
 
 
+def test_spacetime_select_splits_a_schedule_into_its_parts():
+    s = build(Spec("all_reduce", 8, count=16, segment=2), "double_binary_tree")
+    halves = [spacetime(s, select=lambda r, lo=lo: (r.doff >= lo) & (r.doff < lo + 8)) for lo in (0, 8)]
+    counts = [len(ax.collections[0].get_segments()) for ax in halves]
+    assert sum(counts) == _remote(s) and counts[0] == counts[1] > 0
+    assert all(ax.get_xlim()[1] == len(s.rounds) for ax in halves)  # both on the whole schedule's rounds
+
+
 def test_spacetime_of_a_simulation_uses_its_round_times():
     from mycollectives.algorithms import schedule_for
 
@@ -201,3 +209,38 @@ def test_animation_fits_a_book_column():
     anim = animate(build(Spec("all_gather", 5, count=1), "bruck"), interval=100)
     assert anim._fig.get_size_inches()[0] == FIGSIZE[0]
     assert "<script" in to_html(anim)
+
+
+def test_message_lanes_give_every_message_its_own_bar():
+    import torch
+
+    world = mc.LocalWorld(4)
+    world.run(lambda rank: mc.all_reduce(torch.ones(8), algorithm="ring"))
+    ax = mc.viz.message_lanes(world.trace, collective="all_reduce")
+    bars = [b for c in ax.containers for b in c]
+    assert len(ax.containers) == 6 and len(bars) == 24  # 2(p-1) rounds, p messages each
+    assert len({round(b.get_y(), 3) for b in bars}) == 24  # no two messages share a row
+    assert [t.get_text() for t in ax.get_yticklabels()] == [
+        "0 \u2192 1",
+        "1 \u2192 2",
+        "2 \u2192 3",
+        "3 \u2192 0",
+    ]
+    with pytest.raises(ValueError):
+        mc.viz.message_lanes([])
+
+
+def test_time_panels_draw_one_panel_per_algorithm():
+    from mycollectives.bench.plot import time_panels
+    from mycollectives.bench.predicted import Point
+
+    algs = ("ring", "direct", "bruck", "pairwise")
+    pts = {
+        m: [Point("all_gather", a, 1 << k, 4, 10.0 * k, f * k) for a in algs for k in (10, 12, 14)]
+        for m, f in (("one", 9.0), ("two", 11.0))
+    }
+    fig = time_panels(pts, "all_gather", "test")
+    shown = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in shown] == list(algs) and len(fig.axes) == 6  # 2 rows of 3
+    assert all(len(ax.get_lines()) == 3 for ax in shown)  # measured, then one line per model
+    assert list(shown[2].get_lines()[1].get_ydata()) == [90.0, 108.0, 126.0]  # bruck, model "one"

@@ -197,7 +197,8 @@ def step_times(
             m = BucketedDDP(new_model(), env, cap * 2**20, overlap)
             label = f"BucketedDDP {len(m.buckets)} bucket(s) {'overlap' if overlap else 'after backward'}"
             times[label] = step_time(m, m.finish)
-    log(env, f"step times, {time_label(env)}; model: {n_params / 1e6:.2f} M parameters")
+    log(env, f"step times, {time_label(env)}")
+    log(env, f"model: {n_params / 1e6:.2f} M parameters")
     for name, t in times.items():
         log(env, f"{name:45s} {t * 1e3:9.2f} ms/step")
     return times

@@ -84,3 +84,59 @@ def time_lines(ax, points: dict, collective: str, title: str = "") -> None:
     models = ", ".join(f"{name} {style}" for style, name in zip(("solid", "dotted", "dashed"), points))
     ax.set_title(title or f"{collective}: measured (points); models: {models}", fontsize=9)
     ax.legend(fontsize=9, ncol=2)
+
+
+def time_panels(points: dict, collective: str, title: str = "", ncols: int = 3):
+    """One panel per algorithm of ``collective``: its measured times (points)
+    against each model's prediction (one colour and line style per model),
+    on shared log axes; ``points`` maps a model's name to its
+    :class:`~.predicted.Point` list. Returns the figure, title and legend on top."""
+    import matplotlib.pyplot as plt  # the caller's backend (a page's inline one), not Agg
+    from matplotlib.ticker import NullFormatter
+
+    first = next(iter(points.values()))
+    algs = list(dict.fromkeys(q.algorithm for q in first if q.collective == collective))
+    rows = -(-len(algs) // ncols)
+    height = 1.9 * rows + 1.2
+    fig, axes = plt.subplots(rows, ncols, figsize=(7.5, height), sharex=True, sharey=True, squeeze=False)
+    styles = ["-", ":", "--", "-."]
+
+    def of(pts, a):
+        return sorted(
+            (q for q in pts if q.collective == collective and q.algorithm == a), key=lambda q: q.size
+        )
+
+    for ax, a in zip(axes.flat, algs):
+        ax.loglog(
+            [q.size for q in of(first, a)], [q.measured_us for q in of(first, a)], "o", color="black", ms=4
+        )
+        for i, pts in enumerate(points.values()):
+            ax.loglog(
+                [q.size for q in of(pts, a)], [q.predicted_us for q in of(pts, a)], styles[i], color=f"C{i}"
+            )
+        ax.set_xscale("log", base=2)
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set_title(a, fontsize=10)
+        ax.grid(True, which="major", alpha=0.3)
+    for ax in axes.flat[len(algs) :]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("time (us)")
+    for ax in axes[-1]:
+        ax.set_xlabel("size (bytes)")
+    labels = ["measured"] + [f"{name} (model)" for name in points]
+    handles = [plt.Line2D([], [], marker="o", ls="", color="black", ms=4)]
+    handles += [plt.Line2D([], [], ls=styles[i], color=f"C{i}") for i in range(len(points))]
+    fig.suptitle(title, fontsize=10, y=1 - 0.1 / height, va="top")
+    top = 1 - 0.4 / height  # the legend's top, under the title
+    fig.legend(
+        handles,
+        labels,
+        loc="upper center",
+        ncol=len(labels),
+        fontsize=10,
+        frameon=False,
+        bbox_to_anchor=(0.5, top),
+    )
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.6 / height))
+    return fig

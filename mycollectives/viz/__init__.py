@@ -12,7 +12,7 @@ from __future__ import annotations
 from .animation import animate, play, step_through, to_html
 from .buffers import buffer_states, chunk_bounds, chunk_label, draw_buffers, mask_colours, rank_colours
 from .costs import choice_map, message_times, pingpong_fit, size_label, time_per_byte
-from .diagrams import draw_tree, spacetime, spacetime_trace
+from .diagrams import draw_tree, message_lanes, spacetime, spacetime_trace
 from .plots import (
     best_changes,
     busbw_plot,
@@ -29,6 +29,7 @@ __all__ = [
     "channel_links",
     "draw_rails",
     "spacetime_trace",
+    "message_lanes",
     "draw_tree",
     "chunk_bounds",
     "chunk_label",

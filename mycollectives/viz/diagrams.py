@@ -8,12 +8,12 @@ draws a tree given by each rank's parent (chapter 3's binary trees).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..schedule import Schedule
+from ..schedule import Round, Schedule
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -38,12 +38,20 @@ def _arrows(ax, t0, t1, src, dst, reduce, p: int):
     ax.set_ylabel("rank")
 
 
-def spacetime(schedule: Schedule, ax: Axes | None = None, round_times: Sequence[float] | None = None) -> Axes:
+def spacetime(
+    schedule: Schedule,
+    ax: Axes | None = None,
+    round_times: Sequence[float] | None = None,
+    select: Callable[[Round], np.ndarray] | None = None,
+) -> Axes:
     """Space-time diagram of a schedule: one arrow per remote transfer.
 
     Round ``k`` spans ``[k, k+1)`` unless ``round_times`` (seconds, e.g.
     ``SimResult.round_time``) gives each round's duration. Red arrows reduce,
-    blue ones copy. Returns the axes; ``ax.collections[0]`` holds the arrows.
+    blue ones copy. ``select`` (a round's transfers to a boolean mask) draws
+    only part of the schedule, e.g. one tree of a double binary tree, on the
+    whole schedule's time axis. Returns the axes; ``ax.collections[0]`` holds
+    the arrows.
     """
     import matplotlib.pyplot as plt
 
@@ -52,7 +60,7 @@ def spacetime(schedule: Schedule, ax: Axes | None = None, round_times: Sequence[
     start = np.concatenate([[0.0], np.cumsum(dur)])
     cols = {k: [] for k in ("t0", "t1", "src", "dst", "reduce")}
     for k, r in enumerate(schedule.rounds):
-        remote = r.src != r.dst
+        remote = (r.src != r.dst) & (True if select is None else np.asarray(select(r), bool))
         cols["t0"].append(np.full(remote.sum(), start[k]))
         cols["t1"].append(np.full(remote.sum(), start[k + 1]))
         for c in ("src", "dst", "reduce"):
@@ -85,6 +93,47 @@ def spacetime_trace(trace, ax: Axes | None = None, collective: str | None = None
     _arrows(ax, t0, t1, src, dst, np.zeros(len(events), bool), p)
     ax.set_xlim(0, max(t1.max(), 1e-6))
     ax.set_xlabel("time (ms)")
+    ax.set_title(f"trace: {events[0].collective}/{events[0].algorithm}, {len(events)} messages")
+    return ax
+
+
+def message_lanes(trace, ax: Axes | None = None, collective: str | None = None) -> Axes:
+    """A local world's trace as lanes: one lane per sender and receiver pair, one
+    bar per message from its send to its receive (measured ms), coloured by round.
+
+    Where :func:`spacetime_trace` crosses arrows, this shows how long each
+    message waited and in which order a pair's messages went. Returns the axes;
+    ``ax.containers`` holds one bar container per round.
+    """
+    import matplotlib.pyplot as plt
+
+    events = [e for e in trace if collective is None or e.collective == collective]
+    if not events:
+        raise ValueError("no trace events to draw")
+    t_origin = min(e.t_send for e in events)
+    pairs = sorted({(e.src, e.dst) for e in events})
+    rounds = sorted({e.round for e in events})
+    rows = {}  # (pair, round) -> row; a pair's messages in round order
+    for pair in pairs:
+        mine = sorted({e.round for e in events if (e.src, e.dst) == pair})
+        for k in mine:
+            rows[pair, k] = len(rows)
+    ax = ax or plt.subplots(figsize=(7.5, 0.16 * len(rows) + 1.6))[1]
+    colours = plt.get_cmap("viridis")(np.linspace(0, 0.9, len(rounds)))
+    for colour, k in zip(colours, rounds):
+        mine = [e for e in events if e.round == k]
+        t0 = np.array([e.t_send - t_origin for e in mine]) * 1e3
+        t1 = np.array([(e.t_recv if e.t_recv is not None else e.t_send) - t_origin for e in mine]) * 1e3
+        y = [rows[(e.src, e.dst), k] for e in mine]
+        ax.barh(y, np.maximum(t1 - t0, 1e-3), left=t0, height=0.8, color=colour, label=f"round {k}")
+    starts = [min(v for (pr, _), v in rows.items() if pr == pair) for pair in pairs]
+    ends = starts[1:] + [len(rows)]
+    for edge in starts[1:]:
+        ax.axhline(edge - 0.5, color="0.7", lw=0.6)
+    ax.set_yticks([(a + b - 1) / 2 for a, b in zip(starts, ends)], [f"{s} \u2192 {d}" for s, d in pairs])
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_ylabel("sender \u2192 receiver")
+    ax.set_xlabel("time (ms): each bar from send to receive")
     ax.set_title(f"trace: {events[0].collective}/{events[0].algorithm}, {len(events)} messages")
     return ax
 

@@ -1,16 +1,13 @@
 """Check functions for the exercises of chapter 4 (Topology): the hierarchy of links.
 
-Each ``check_*`` raises ``AssertionError`` with a message that says what is
-wrong, or prints what was right, and returns nothing; it never prints
-success before a failure. The expected values come from the package itself
-(the simulator, the topology presets, the schedules), so the notebook shows
-the question and not the answer. The exercises on NCCL's cost model are in
+Each ``check_*`` raises ``AssertionError`` with a message that says what is wrong, or prints
+what was right, and returns nothing; it never prints success before a failure. The expected
+values come from the package itself (the simulator, the topology presets, the schedules), so
+the notebook shows the question and not the answer. The exercises on NCCL's cost model are in
 :mod:`mycollectives.book.exercises.nccl_model`.
 
-``check_hierarchical_all_reduce`` wraps the shared harness
-(``mycollectives.book.exercises.check_collective``) to hand the reader's
-function the node size, and adds a rule of its own: only node leaders may
-send between nodes.
+``check_hierarchical_all_reduce`` wraps the shared harness (``check_collective``) to hand the
+reader's function the node size, and adds a rule of its own: only node leaders send between nodes.
 """
 
 from __future__ import annotations

@@ -46,13 +46,48 @@ def plot_sweep(
     return ax
 
 
+def _label_points(ax: Any, points: Sequence[KernelPoint], roof: Roofline) -> None:
+    """Name each point without overprinting: a point on the roof is labelled
+    above it to the left (the empty side of a memory roof) or under it past
+    the ridge, a point under the roof to its right; labels on one side
+    stack at least a line apart, each joined to its point by a thin line."""
+    ax.autoscale_view()
+    scale = 72 / ax.figure.dpi  # display pixels to points
+    placed: dict[str, list[float]] = {"above": [], "below": []}
+    for p in sorted(points, key=lambda p: -p.flops_per_s):
+        x, y = ax.transData.transform((p.intensity, p.flops_per_s)) * scale
+        on_roof = p.flops_per_s > 0.7 * roof.attainable(p.intensity)
+        if on_roof and p.intensity >= roof.ridge_point:
+            offset, ha = (0.0, -14.0), "center"
+        elif on_roof:
+            want = y + 16
+            ty = min([want] + [t - 13 for t in placed["above"] if abs(t - want) < 13])
+            placed["above"].append(ty)
+            offset, ha = (-8.0, float(ty - y)), "right"
+        else:
+            want = y
+            ty = min([want] + [t - 13 for t in placed["below"] if abs(t - want) < 13])
+            placed["below"].append(ty)
+            offset, ha = (10.0, float(ty - y)), "left"
+        ax.annotate(
+            p.name,
+            (p.intensity, p.flops_per_s),
+            textcoords="offset points",
+            xytext=offset,
+            ha=ha,
+            va="center",
+            fontsize=9,
+            arrowprops=dict(arrowstyle="-", color="0.5", lw=0.6, shrinkA=0, shrinkB=3),
+        )
+
+
 def plot_roofline(roofs: Sequence[Roofline], points: Sequence[KernelPoint] = (), ax: Any = None) -> Any:
     """Rooflines (log-log) with measured kernels as points under the first one."""
     import matplotlib.pyplot as plt
     import numpy as np
 
     ax = ax or plt.subplots(figsize=(7, 4.2))[1]
-    lo = min([0.05] + [p.intensity / 2 for p in points])
+    lo = min([0.05] + [p.intensity / 10 for p in points])  # room on the left for the labels
     hi = max([2 * r.ridge_point for r in roofs] + [2 * p.intensity for p in points])
     x = np.logspace(np.log10(lo), np.log10(hi), 200)
     for roof in roofs:
@@ -64,13 +99,12 @@ def plot_roofline(roofs: Sequence[Roofline], points: Sequence[KernelPoint] = (),
         )
     for p in points:
         ax.loglog(p.intensity, p.flops_per_s, "o", color="black")
-        ax.annotate(
-            p.name, (p.intensity, p.flops_per_s), textcoords="offset points", xytext=(4, -10), fontsize=7
-        )
     ax.set_xlabel("arithmetic intensity (FLOPs/byte)")
     ax.set_ylabel("FLOP/s")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=9, loc="lower right")  # the side no roof or point reaches
+    if points:
+        _label_points(ax, points, roofs[0])
     return ax
 
 
@@ -83,7 +117,7 @@ def plot_ledger(predicted: dict[str, int], measured: dict[str, int], ax: Any = N
     x = np.arange(len(STAGES))
     ax.bar(x - 0.2, [predicted[s] / 1e6 for s in STAGES], 0.4, label="predicted")
     ax.bar(x + 0.2, [measured[s] / 1e6 for s in STAGES], 0.4, label="measured")
-    ax.set_xticks(x, STAGES, rotation=20, fontsize=8)
+    ax.set_xticks(x, STAGES, rotation=20, fontsize=9)
     ax.set_ylabel("live memory (MB)")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)
