@@ -128,7 +128,7 @@ def test_roofline_labels_do_not_overprint():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from mycollectives.memory import plots
+    from mycollectives.book.memory import plots
 
     roof = mm.Roofline.from_spec(mm.H100)
     on_roof = [(f"op{i}", x) for i, x in enumerate((0.9, 1.0, 1.25, 2.0, 400.0))]
