@@ -18,12 +18,27 @@ def _size(n: int) -> str:
     return f"{n / (1 << 30):g} GiB" if n >= 1 << 30 else f"{n / (1 << 20):g} MiB"
 
 
-def _row(p: Point) -> str:
+def _row(p: Point, protocols: bool) -> str:
     r, err = results()[p.id]
-    m = p.model
-    how = f"{r.algorithm}/{r.protocol}" + ("" if m["algorithm"] else " (NCCL's pick)")
-    return (f"| {p.id} | {_SPLIT[p.split]} | {p.collective} | {p.setup} | {_size(m['size'])} | {how} | "
-            f"{p.busbw:.0f} | {r.busbw:.0f} | {100 * err:+.0f} % | {_check(p)} | {{cite}}`{p.source}` |")  # fmt: skip
+    how = r.algorithm + (f"/{r.protocol}" if protocols else "") + ("" if p.model["algorithm"] else "\\*")
+    return (f"| {_point(p)} | {_run(p, p.model['size'])} | {how} | {p.busbw:.0f} | {r.busbw:.0f} ({100 * err:+.0f} %) | "
+            f"{_source(p)} |")  # fmt: skip
+
+
+def _point(p: Point) -> str:
+    return f"{p.id} ({_SPLIT[p.split]})"
+
+
+def _run(p: Point, size: int | None = None) -> str:
+    """The GPUs, the size where there is one, and the collective where it is not all_reduce."""
+    parts = (
+        [p.setup] + ([_size(size)] if size else []) + ([p.collective] if p.collective != "all_reduce" else [])
+    )
+    return ", ".join(parts)
+
+
+def _source(p: Point) -> str:
+    return f"{{cite}}`{p.source}` ({_check(p)})"
 
 
 _SPLIT = {"fit": "fit", "held_out": "held out"}
@@ -46,23 +61,26 @@ _HALVES = (("fit", "fit"), ("held out", "held_out"), ("both", None))
 
 def table() -> str:
     """Markdown: the asserted points, the points outside with their reasons, and DeepEP."""
-    head = ("| Point | Split | Collective | GPUs | Size | Algorithm | Published busbw (GB/s) | Simulated | Error "
-            "| Source states | Source |\n|---|---|---|---|---|---|---|---|---|---|---|")  # fmt: skip
+    head = (
+        "| Point (split) | Run | Algorithm | Published busbw (GB/s) | Simulated (error) | Source (states) |"
+    )
     asserted = [p for p in points() if p.set == "asserted"]
     lines = [f"**Asserted set** (targets over all of it: median {100 * TARGETS['median']:.0f} %, worst "
              f"{100 * TARGETS['worst']:.0f} %):", ""]  # fmt: skip
     lines += [f"- {summary_line(name, summary('asserted', split))}." for name, split in _HALVES]
-    lines += ["", head] + [_row(p) for p in asserted]
+    protocols = {results()[p.id][0].protocol for p in asserted}
+    lines += ["", head, "|---|---|---|---|---|---|"] + [_row(p, protocols != {"Simple"}) for p in asserted]
+    lines += ["", "\\* NCCL's own pick: the source neither forced nor named the algorithm, so the simulator runs "
+              "the one its model of NCCL's tuner picks. The protocol is the tuner's pick on every row"
+              + (": Simple." if protocols == {"Simple"} else ".")]  # fmt: skip
     assumed = sorted({a for p in asserted for a in p.model["assumed"]})
     lines += ["", "Assumptions where a source is silent:", ""] + [f"- {a}" for a in assumed]
-    outside = [p for p in points() if p.set == "outside"]
     lines += ["", "**Outside the asserted set**, with the reason (simulated where the model applies):", "",
-              "| Point | Split | Collective | GPUs | Published busbw (GB/s) | Simulated | Error | Why outside "
-              "| Source states | Source |", "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    for p in outside:
-        sim = f"{results()[p.id][0].busbw:.0f} | {100 * results()[p.id][1]:+.0f} %" if p.model else "- | -"
-        lines.append(f"| {p.id} | {_SPLIT[p.split]} | {p.collective} | {p.setup} | {p.busbw:.0f} | {sim} | {p.why_outside} | "
-                     f"{_check(p)} | {{cite}}`{p.source}` |")  # fmt: skip
+              "| Point (split) | Run | Published busbw (GB/s) | Simulated (error) | Why outside | Source (states) |",
+              "|---|---|---|---|---|---|"]  # fmt: skip
+    for p in (p for p in points() if p.set == "outside"):
+        sim = f"{results()[p.id][0].busbw:.0f} ({100 * results()[p.id][1]:+.0f} %)" if p.model else "-"
+        lines.append(f"| {_point(p)} | {_run(p)} | {p.busbw:.0f} | {sim} | {p.why_outside} | {_source(p)} |")
     lines += ["", "**DeepEP**, not busbw: its README quotes the links it runs on (H800: about 160 GB/s of NVLink, "
               "one 400 Gb/s CX7 NIC, about 50 GB/s, per GPU); the dispatch and combine kernels' bottleneck "
               "bandwidth against that link:", "",
