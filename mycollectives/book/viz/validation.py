@@ -30,10 +30,10 @@ def _point(p: Point) -> str:
 
 
 def _run(p: Point, size: int | None = None) -> str:
-    """The GPUs, the size where there is one, and the collective where it is not all_reduce."""
-    parts = (
-        [p.setup] + ([_size(size)] if size else []) + ([p.collective] if p.collective != "all_reduce" else [])
-    )
+    """The GPUs, the size where there is one, and the collective where it is not all_reduce (by its prose
+    name, reduce-scatter, whose hyphen lets a narrow column break it)."""
+    other = [p.collective.replace("_", "-")] if p.collective != "all_reduce" else []
+    parts = [p.setup] + ([_size(size)] if size else []) + other
     return ", ".join(parts)
 
 
