@@ -1,0 +1,71 @@
+"""The virtual GPU as a CUDA script sees it: where tensors say they are, and what synchronize waits for.
+
+On a GPU, ``torch.cuda.synchronize()`` waits for every stream of the device,
+NCCL's included, so it waits for an async collective no one has waited for;
+the compute stream's ``synchronize`` (and an event on it) does not, since
+only ``work.wait()`` orders the two streams. The runs here check the same in
+virtual time.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from mycollectives import virtual
+from mycollectives.virtual import maestro
+from mycollectives.virtual.cudapatch import setup_gpu
+
+pytestmark = pytest.mark.timeout(120)
+BIG = 1 << 22  # 16 MiB of float32: a collective far longer than the event's own cost
+
+
+def _times(rank: int, how: str) -> dict[str, float]:
+    """Virtual clock (s) once the async all_reduce was posted, after ``how`` synchronized, after wait()."""
+    with setup_gpu(rank, 2, "H100 (virtual)"):
+        dist.init_process_group("nccl")
+        torch.cuda.set_device(rank)
+        x = torch.ones(BIG, device="cuda")
+        clock = maestro.current
+        work = dist.all_reduce(x, async_op=True)
+        posted = clock().clock  # the host is back at once: the call runs on a stream
+        if how == "device":
+            torch.cuda.synchronize()
+        elif how == "accelerator":
+            torch.accelerator.synchronize()
+        elif how == "stream":
+            torch.cuda.current_stream().synchronize()
+        else:
+            event = torch.cuda.Event()
+            event.record()
+            event.synchronize()
+        synced = clock().clock
+        work.wait()
+        waited = clock().clock
+        assert x[0].item() == 2.0
+        dist.destroy_process_group()
+        return {"posted": posted, "synced": synced, "waited": waited}
+
+
+def _run(how: str):
+    return virtual.run(lambda rank: _times(rank, how), virtual.topology_of("dgx_h100"), world_size=2)
+
+
+@pytest.mark.parametrize("how", ["device", "accelerator"])
+def test_synchronize_waits_for_an_async_collective(how):
+    run = _run(how)
+    for rank, t in enumerate(run.results):
+        (end,) = [s[3] for s in run.call_spans if s[0] == rank and s[1] == "stream"]
+        assert t["posted"] < end
+        assert t["synced"] == end  # the clock moved to the collective's end
+        assert t["waited"] == end  # and wait() after it costs nothing more
+
+
+@pytest.mark.parametrize("how", ["stream", "event"])
+def test_the_compute_streams_synchronize_does_not(how):
+    run = _run(how)
+    for rank, t in enumerate(run.results):
+        (end,) = [s[3] for s in run.call_spans if s[0] == rank and s[1] == "stream"]
+        assert t["synced"] == t["posted"] < end  # as on a GPU: NCCL's stream is another stream
+        assert t["waited"] == end
