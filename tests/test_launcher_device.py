@@ -1,5 +1,8 @@
 """The virtual GPU as a CUDA script sees it: where tensors say they are, and what synchronize waits for.
 
+A rank's tensors live on the CPU underneath; to the script's own code they
+read as on the GPU it named (``mycollectives/virtual/devices.py``).
+
 On a GPU, ``torch.cuda.synchronize()`` waits for every stream of the device,
 NCCL's included, so it waits for an async collective no one has waited for;
 the compute stream's ``synchronize`` (and an event on it) does not, since
@@ -9,14 +12,18 @@ virtual time.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 import torch
 import torch.distributed as dist
 
 from mycollectives import virtual
-from mycollectives.virtual import maestro
+from mycollectives.virtual import launch, maestro
 from mycollectives.virtual.cudapatch import setup_gpu
 
+SCRIPTS = Path(__file__).parent / "launcher_scripts"
 pytestmark = pytest.mark.timeout(120)
 BIG = 1 << 22  # 16 MiB of float32: a collective far longer than the event's own cost
 
@@ -69,3 +76,21 @@ def test_the_compute_streams_synchronize_does_not(how):
         (end,) = [s[3] for s in run.call_spans if s[0] == rank and s[1] == "stream"]
         assert t["synced"] == t["posted"] < end  # as on a GPU: NCCL's stream is another stream
         assert t["waited"] == end
+
+
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_tensors_read_as_on_the_gpu_the_script_named(nodes, tmp_path):
+    out = tmp_path / "seen.json"
+    argv = ["--quiet", "--nnodes", nodes, "--nproc-per-node", 2, SCRIPTS / "device_checks.py", out]
+    assert launch.main(list(map(str, argv))) == 0
+    seen = json.loads(out.read_text())
+    assert len(seen) == 2 * nodes
+    for rank, s in enumerate(seen):
+        i = rank % 2
+        gpu, host = [f"cuda:{i}", "cuda", True, False, i], ["cpu", "cpu", False, True, -1]
+        assert s["current"] == 0  # .to(i) without set_device: tensors on cuda:i, current device still 0
+        assert s["to_int"] == s["param"] == s["output"] == gpu and s["same"]
+        assert s["ways"] == dict.fromkeys(["cuda()", "to(str)", "to(device)", "factory", "to(dtype)"], gpu)
+        assert s["cpu()"] == [*host, host, gpu, gpu]  # .cpu() is a copy; .cuda() of it reads the GPU again
+        assert s["to_cpu"] == host + host and s["values"]
+    assert "device" not in vars(torch.Tensor) and torch.ones(1).device.type == "cpu"  # put back

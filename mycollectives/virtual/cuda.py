@@ -63,6 +63,7 @@ class VirtualGPU:
     count: int  # GPUs on the rank's node (what device_count says)
     name: str
     device: int = 0  # the current device (set_device)
+    home: int | None = None  # the last CUDA device the script named: where its tensors read as on
     memory: LiveTensors = field(default_factory=LiveTensors)
     rng: torch.Generator = field(default_factory=torch.Generator)  # the rank's own default generator
     stream: object = None  # the current stream (torch.cuda.stream(...))

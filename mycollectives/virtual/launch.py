@@ -18,6 +18,15 @@ of its own, in virtual time: it sees torchrun's environment (``RANK``,
 (:mod:`mycollectives.torchpg.ondemand`). At the end it prints a table per rank
 in virtual time (:mod:`.trace`); ``--trace FILE`` writes the timeline.
 
+The tensors live on the CPU underneath. To the script's own code (not
+torch's or a library's) a tensor reads as on the GPU the script last named
+(``x.device == torch.device("cuda", local_rank)``, ``x.is_cuda``); what
+differs from a GPU node (:mod:`.devices`): a tensor made without naming a
+device reads as on the GPU too; torch and libraries see ``cpu``, so
+``print(x)`` shows no ``device=``, and ``x.numpy()`` works where CUDA
+refuses it. ``torch.cuda.synchronize()`` waits for the rank's collectives,
+async ones included; a stream's or event's ``synchronize`` does not.
+
 Exit codes: 0; 1 when a rank fails (its rank and traceback are printed, the
 other ranks are stopped), deadlocks (who waits on whom) or uses a CUDA
 feature not emulated (one line); 2 for bad arguments, before anything runs.
