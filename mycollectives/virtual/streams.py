@@ -53,7 +53,7 @@ def drain(actor: _m.Actor) -> None:
     """Block the rank ``actor`` until every call its lanes were given has ended; its clock moves there."""
     for lane in actor.state.get("lanes", ()):
         if lane.last is not None:
-            actor.maestro.wait(actor, lane.last.activity)
+            actor.maestro.wait(actor, lane.last)
 
 
 def _entry(transport):
@@ -117,7 +117,8 @@ class StreamLane:
         self.actor: _m.Actor | None = None
         self.charge = None
         self.avail: _m.Activity | None = None
-        self.last: StreamWork | None = None  # the last call given to the stream (what synchronize waits for)
+        self.last: _m.Activity | None = None  # the end of the last call given to the stream (not its work:
+        # that would keep its tensors alive); what synchronize waits for
 
     def run(self, job, async_op: bool, outputs=()):
         me = _m.current()
@@ -135,7 +136,7 @@ class StreamLane:
         self.queue.append((job, work, me.clock, entry))
         if self.last is None:
             me.state.setdefault("lanes", []).append(self)
-        self.last = work
+        self.last = work.activity
         if self.actor is None:
             self.charge = me.state.get("charge")  # the rank's GPU, which runs the stream's reductions
             self.actor = maestro.spawn(
