@@ -93,4 +93,5 @@ def test_tensors_read_as_on_the_gpu_the_script_named(nodes, tmp_path):
         assert s["ways"] == dict.fromkeys(["cuda()", "to(str)", "to(device)", "factory", "to(dtype)"], gpu)
         assert s["cpu()"] == [*host, host, gpu, gpu]  # .cpu() is a copy; .cuda() of it reads the GPU again
         assert s["to_cpu"] == host + host and s["values"]
+        assert s["ledger"] == [4096, 0, 4096]  # the GPU's tensor is in its memory ledger, a host copy not
     assert "device" not in vars(torch.Tensor) and torch.ones(1).device.type == "cpu"  # put back

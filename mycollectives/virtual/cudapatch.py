@@ -42,15 +42,19 @@ _DROPOUT = torch.nn.functional.dropout
 def host(d):
     """``d`` with a CUDA device (``torch.device``, ``"cuda[:N]"``, an index) replaced by the CPU (checked;
     tensors read as on it from now on, :mod:`.devices`)."""
-    cuda = isinstance(d, torch.device) and d.type == "cuda"
-    if (
-        cuda
-        or (isinstance(d, str) and d.startswith("cuda"))
-        or (isinstance(d, int) and not isinstance(d, bool))
-    ):
+    if _names_cuda(d):
         _d.placed(_c.index(d))
         return CPU
     return d
+
+
+def _names_cuda(d) -> bool:
+    cuda = isinstance(d, torch.device) and d.type == "cuda"
+    return (
+        cuda
+        or (isinstance(d, str) and d.startswith("cuda"))
+        or (isinstance(d, int) and not isinstance(d, bool))
+    )
 
 
 def _names_cpu(d) -> bool:
@@ -63,15 +67,14 @@ class DeviceMode(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs, on_host, to_gpu = kwargs or {}, False, False
         if "device" in kwargs:
-            on_host = _names_cpu(kwargs["device"])
-            to_gpu = (device := host(kwargs["device"])) is CPU
-            kwargs = {**kwargs, "device": device}
+            on_host, to_gpu = _names_cpu(kwargs["device"]), _names_cuda(kwargs["device"])
+            kwargs = {**kwargs, "device": host(kwargs["device"])}
         if kwargs.get("generator", 0) is None or (func in _RANDOM and "generator" not in kwargs):
             # (nn.init's functions pass generator=None on: the draws inside them do not reach this mode)
             kwargs = {**kwargs, "generator": _c.gpu().rng}
         if func is torch.Tensor.to and len(args) > 1:
-            on_host, device = on_host or _names_cpu(args[1]), host(args[1])
-            to_gpu, args = to_gpu or device is CPU, (args[0], device, *args[2:])
+            on_host, to_gpu = on_host or _names_cpu(args[1]), to_gpu or _names_cuda(args[1])
+            args = (args[0], host(args[1]), *args[2:])
         if func is torch.Tensor.cpu or (func is torch.Tensor.to and on_host):
             return _d.to_host(func, args, kwargs, sys._getframe(1))
         if func is _PARSE_TO and args:  # Module.to's parser

@@ -11,7 +11,8 @@ and installed packages: the script and the modules beside it):
   the last CUDA device the script named (``.cuda(i)``, ``.to(i | "cuda:i")``,
   ``device=``, ``Module.to``, DDP's ``device_ids``), else its current device;
 * ``.cpu()`` and ``.to("cpu")`` of such a tensor return a copy (as the copy
-  to the host on a GPU does) that reads ``cpu``, as does a tensor a factory
+  to the host on a GPU does; it is not counted in the GPU's memory, and
+  costs no virtual time) that reads ``cpu``, as does a tensor a factory
   made with ``device="cpu"``; ``.cuda()`` / ``.to("cuda")`` of that returns a
   copy that reads as on the GPU again.
 
@@ -38,6 +39,7 @@ import sys
 import sysconfig
 
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils.weak import WeakIdKeyDictionary
 
 from . import cuda as _c
@@ -107,7 +109,8 @@ def to_host(func, args, kwargs, frame):
     out = func(*args, **kwargs)
     if scripts(frame) and isinstance(out, torch.Tensor) and out.device == _CPU:
         if out is args[0] and args[0] not in _host_copies:
-            out = out.clone()
+            with _disable_current_modes():  # a copy in host memory: not the GPU's memory, nor its work
+                out = out.clone()
         _host_copies[out] = True
     return out
 

@@ -40,6 +40,12 @@ if __name__ == "__main__":
     seen["cpu()"] = where(host) + [where(host * 2), where(host.cuda()), where(y)]
     seen["to_cpu"] = where(y.to("cpu")) + where(torch.zeros(2, device="cpu"))
     seen["values"] = bool(torch.equal(host, y.detach())) and host.numpy().shape == (4, 2)
+    ledger = [torch.cuda.memory_allocated()]
+    on_gpu = torch.ones(1024, device="cuda")
+    ledger.append(torch.cuda.memory_allocated())
+    on_host = on_gpu.cpu()
+    ledger.append(torch.cuda.memory_allocated())
+    seen["ledger"] = [ledger[1] - ledger[0], ledger[2] - ledger[1], on_host.nbytes]
     everyone = [None] * dist.get_world_size()
     dist.all_gather_object(everyone, seen)
     if dist.get_rank() == 0:
