@@ -95,3 +95,18 @@ def test_tensors_read_as_on_the_gpu_the_script_named(nodes, tmp_path):
         assert s["to_cpu"] == host + host and s["values"]
         assert s["ledger"] == [4096, 0, 4096]  # the GPU's tensor is in its memory ledger, a host copy not
     assert "device" not in vars(torch.Tensor) and torch.ones(1).device.type == "cpu"  # put back
+
+
+def test_a_run_past_its_wall_clock_limit_is_one_clear_line(tmp_path, capsys):
+    script = tmp_path / "slow.py"
+    script.write_text(
+        "import time, torch.distributed as dist\n"
+        "dist.init_process_group('nccl')\n"
+        "for _ in range(200):\n"
+        "    time.sleep(0.02)  # wall time the virtual clock does not see\n"
+        "    dist.barrier()\n"
+    )
+    assert launch.main(["--quiet", "--nproc-per-node", "2", "--timeout", "0.5", str(script)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "virtual run still going after 0.5 s of wall time" in err and "--timeout" in err
+    assert len(err.splitlines()) == 1

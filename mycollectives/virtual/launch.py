@@ -153,10 +153,15 @@ def _process(script: Script):
 
 
 def _report(failed: list, err: BaseException) -> str:
-    """Why the run failed: a feature not emulated (one line); a deadlock's waits; one rank's traceback."""
+    """Why the run failed: a feature not emulated (one line); the run's wall-clock limit (one line: what
+    the stopped ranks raised says nothing more); a deadlock's waits; one rank's traceback."""
     first = next((e for _, e in failed if isinstance(e, _cuda.NotEmulated)), None)
     if first is not None:
         return f"{PROG}: error: {first}"
+    if isinstance(err, TimeoutError) and str(err).startswith("virtual run still going after"):
+        from .runner import WALL_ENV
+
+        return f"{PROG}: error: {err} (--timeout or ${WALL_ENV} gives it longer)"
     if any(_deadlock(e) for e in (err, *(e for _, e in failed))):
         lines = [f"{PROG}: error: the script deadlocked: {_deadlock(err) or err}"]
         for rank, e in failed:
