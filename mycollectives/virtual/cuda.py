@@ -16,9 +16,13 @@ rank's GPU would:
   its ops are charged to the rank's GPU by :mod:`.compute`, so ``x.device``
   reads ``cpu``;
 * ``torch.cuda.Event(enable_timing=True)`` records the rank's virtual clock
-  (``elapsed_time`` in virtual milliseconds); ``synchronize``, ``Stream``,
-  ``stream(...)``, ``current_stream`` are the rank's streams in virtual time
-  (work under a side stream is charged to the rank's clock, in order);
+  (``elapsed_time`` in virtual milliseconds); ``Stream``, ``stream(...)``,
+  ``current_stream`` are the rank's streams in virtual time (work under a
+  side stream is charged to the rank's clock, in order);
+  ``torch.cuda.synchronize()`` waits for the whole device, so the clock
+  moves to the end of every collective the rank posted, async ones no one
+  waited for included; a stream's or an event's ``synchronize`` waits for
+  the compute stream only, as on a GPU (``work.wait()`` orders the two);
 * random numbers come from a generator of the rank's own, seeded by its
   ``torch.manual_seed`` (and ``torch.cuda.manual_seed``), as each process of
   a torchrun job has its own: every torch function that takes
@@ -44,6 +48,7 @@ import torch
 
 from ..memory.tracker import LiveTensors
 from . import maestro as _m
+from . import streams as _s
 
 
 class NotEmulated(RuntimeError):
@@ -58,6 +63,7 @@ class VirtualGPU:
     count: int  # GPUs on the rank's node (what device_count says)
     name: str
     device: int = 0  # the current device (set_device)
+    home: int | None = None  # the last CUDA device the script named: where its tensors read as on
     memory: LiveTensors = field(default_factory=LiveTensors)
     rng: torch.Generator = field(default_factory=torch.Generator)  # the rank's own default generator
     stream: object = None  # the current stream (torch.cuda.stream(...))
@@ -119,7 +125,16 @@ def current_device() -> int:
 
 
 def synchronize(device=None) -> None:
-    """The host waits for the GPU: the rank's clock is already its compute stream's, so only the others catch up."""
+    """The host waits for the whole GPU: its compute stream (the rank's clock already) and the streams
+    of its collectives, async ones no one waited for included (:func:`.streams.drain`)."""
+    actor = _m.current()
+    _s.drain(actor)
+    actor.maestro.sync(actor)
+
+
+def _sync_compute_stream() -> None:
+    """A stream's or an event's ``synchronize``: the compute stream is the rank's clock, so the host has
+    caught up already; an async collective is not waited for (as on a GPU, see :mod:`.streams`)."""
     actor = _m.current()
     actor.maestro.sync(actor)
 
@@ -139,7 +154,7 @@ class Event:
         return True
 
     def synchronize(self) -> None:
-        synchronize()
+        _sync_compute_stream()
 
     def wait(self, stream=None) -> None:
         pass
@@ -178,7 +193,7 @@ class Stream:
         return False
 
     def synchronize(self) -> None:
-        synchronize()
+        _sync_compute_stream()
 
     @property
     def device(self) -> torch.device:

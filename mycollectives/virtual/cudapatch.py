@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 import threading
 from types import SimpleNamespace
 
@@ -22,6 +23,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from . import cuda as _c
+from . import devices as _d
 
 CPU = torch.device("cpu")
 _T = torch.Tensor
@@ -38,42 +40,59 @@ _DROPOUT = torch.nn.functional.dropout
 
 
 def host(d):
-    """``d`` with a CUDA device (``torch.device``, ``"cuda[:N]"``, an index) replaced by the CPU (checked)."""
-    if isinstance(d, torch.device) and d.type == "cuda":
-        _c.index(d)
-        return CPU
-    if isinstance(d, str) and d.startswith("cuda"):
-        _c.index(d)
-        return CPU
-    if isinstance(d, int) and not isinstance(d, bool):
-        _c.index(d)
+    """``d`` with a CUDA device (``torch.device``, ``"cuda[:N]"``, an index) replaced by the CPU (checked;
+    tensors read as on it from now on, :mod:`.devices`)."""
+    if _names_cuda(d):
+        _d.placed(_c.index(d))
         return CPU
     return d
+
+
+def _names_cuda(d) -> bool:
+    cuda = isinstance(d, torch.device) and d.type == "cuda"
+    return (
+        cuda
+        or (isinstance(d, str) and d.startswith("cuda"))
+        or (isinstance(d, int) and not isinstance(d, bool))
+    )
+
+
+def _names_cpu(d) -> bool:
+    return (isinstance(d, torch.device) and d.type == "cpu") or (isinstance(d, str) and d.startswith("cpu"))
 
 
 class DeviceMode(TorchFunctionMode):
     """CUDA devices named in torch calls become the CPU (see the module)."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
+        kwargs, on_host, to_gpu = kwargs or {}, False, False
         if "device" in kwargs:
+            on_host, to_gpu = _names_cpu(kwargs["device"]), _names_cuda(kwargs["device"])
             kwargs = {**kwargs, "device": host(kwargs["device"])}
         if kwargs.get("generator", 0) is None or (func in _RANDOM and "generator" not in kwargs):
             # (nn.init's functions pass generator=None on: the draws inside them do not reach this mode)
             kwargs = {**kwargs, "generator": _c.gpu().rng}
         if func is torch.Tensor.to and len(args) > 1:
+            on_host, to_gpu = on_host or _names_cpu(args[1]), to_gpu or _names_cuda(args[1])
             args = (args[0], host(args[1]), *args[2:])
-        elif func is _PARSE_TO and args:  # Module.to's parser
+        if func is torch.Tensor.cpu or (func is torch.Tensor.to and on_host):
+            return _d.to_host(func, args, kwargs, sys._getframe(1))
+        if func is _PARSE_TO and args:  # Module.to's parser
             args = (host(args[0]), *args[1:])
-        elif func is torch.Tensor.cuda or func is torch.Tensor.pin_memory:
-            if func is torch.Tensor.cuda and args[1:]:
-                _c.index(args[1])
+        elif func is torch.Tensor.cuda:
+            if args[1:] or "device" not in kwargs:
+                _d.placed(_c.index(args[1] if args[1:] else None))
+            return _d.to_gpu(args[0])
+        elif func is torch.Tensor.pin_memory:
             return args[0]
         elif func is torch.Tensor.is_pinned:
             return True
         elif func is _DROPOUT:
             return _dropout(func, *args, **kwargs)
-        return func(*args, **kwargs)
+        out = func(*args, **kwargs)
+        if to_gpu and func is torch.Tensor.to and out is args[0]:
+            return _d.to_gpu(out)  # a tensor that reads cpu, moved to the GPU: a copy
+        return _d.made_on_host(out) if on_host and _d.scripts(sys._getframe(1)) else _d.follows(args, out)
 
 
 def _dropout(func, input, p=0.5, training=True, inplace=False):
@@ -100,7 +119,7 @@ def _load(orig, *args, map_location=None, **kwargs):
 
 def _ddp_init(orig, self, module, device_ids=None, output_device=None, *args, **kwargs):
     for d in device_ids or ():
-        _c.index(d)
+        _d.placed(_c.index(d))
     return orig(self, module, None, None, *args, **kwargs)  # the module lives on the CPU underneath
 
 
@@ -192,6 +211,7 @@ def _table() -> list[tuple[object, str, object]]:
     except ImportError:  # pragma: no cover - a torch without it has nothing to refuse
         pass
     rows += [
+        *_d.rows(),
         (DDP, "__init__", functools.partial(_ddp_init, DDP.__init__)),
         (dm.DeviceMesh, "__init__", functools.partial(_mesh_init, dm.DeviceMesh.__init__)),
         (torch.amp.autocast, "__init__", functools.partial(_autocast_init, torch.amp.autocast.__init__)),
@@ -226,8 +246,10 @@ def _install() -> None:
         had = name in vars(owner)
         orig = getattr(owner, name, None)
         method = isinstance(owner, type) and name == "__init__"
-        if orig is None or isinstance(virtual, type):  # a class stays one (torch tests isinstance of events)
-            setattr(owner, name, virtual if isinstance(virtual, type) else _scoped(virtual, virtual, False))
+        if owner is torch.Tensor or isinstance(virtual, type):  # a class stays one (torch tests isinstance
+            setattr(owner, name, virtual)  # of events); a tensor's answers read their caller's frame
+        elif orig is None:
+            setattr(owner, name, _scoped(virtual, virtual, False))
         else:
             setattr(owner, name, _scoped(orig, virtual, method))
         _saved.append((owner, name, orig, had))

@@ -18,6 +18,15 @@ of its own, in virtual time: it sees torchrun's environment (``RANK``,
 (:mod:`mycollectives.torchpg.ondemand`). At the end it prints a table per rank
 in virtual time (:mod:`.trace`); ``--trace FILE`` writes the timeline.
 
+The tensors live on the CPU underneath. To the script's own code (not
+torch's or a library's) a tensor reads as on the GPU the script last named
+(``x.device == torch.device("cuda", local_rank)``, ``x.is_cuda``); what
+differs from a GPU node (:mod:`.devices`): a tensor made without naming a
+device reads as on the GPU too; torch and libraries see ``cpu``, so
+``print(x)`` shows no ``device=``, and ``x.numpy()`` works where CUDA
+refuses it. ``torch.cuda.synchronize()`` waits for the rank's collectives,
+async ones included; a stream's or event's ``synchronize`` does not.
+
 Exit codes: 0; 1 when a rank fails (its rank and traceback are printed, the
 other ranks are stopped), deadlocks (who waits on whom) or uses a CUDA
 feature not emulated (one line); 2 for bad arguments, before anything runs.
@@ -144,10 +153,15 @@ def _process(script: Script):
 
 
 def _report(failed: list, err: BaseException) -> str:
-    """Why the run failed: a feature not emulated (one line); a deadlock's waits; one rank's traceback."""
+    """Why the run failed: a feature not emulated (one line); the run's wall-clock limit (one line: what
+    the stopped ranks raised says nothing more); a deadlock's waits; one rank's traceback."""
     first = next((e for _, e in failed if isinstance(e, _cuda.NotEmulated)), None)
     if first is not None:
         return f"{PROG}: error: {first}"
+    if isinstance(err, TimeoutError) and str(err).startswith("virtual run still going after"):
+        from .runner import WALL_ENV
+
+        return f"{PROG}: error: {err} (--timeout or ${WALL_ENV} gives it longer)"
     if any(_deadlock(e) for e in (err, *(e for _, e in failed))):
         lines = [f"{PROG}: error: the script deadlocked: {_deadlock(err) or err}"]
         for rank, e in failed:

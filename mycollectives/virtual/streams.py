@@ -10,6 +10,12 @@ rank's clock meanwhile goes on with compute; ``work.wait()`` joins the two:
 the rank's clock becomes the later of its own and the call's end. That is
 what a CUDA stream running NCCL kernels beside the compute stream does.
 
+``torch.cuda.synchronize()`` waits for every stream of the device: in
+virtual time, :func:`drain` moves the rank's clock to the end of the last
+call each of its lanes was given (a stream's or an event's ``synchronize``
+does not: as on a GPU, NCCL's streams are not the compute stream, and only
+``work.wait()`` orders the two).
+
 Every call a lane runs is also kept, with its flight-recorder entry (which
 collective, its size, the algorithm chosen), in :func:`calls_of` the run's
 cluster: what a trace of the run names (``trace.py``).
@@ -41,6 +47,13 @@ def _keep(cluster, record: list) -> None:
     calls = calls_of(cluster)
     if len(calls) < MAX_CALLS:
         calls.append(record)
+
+
+def drain(actor: _m.Actor) -> None:
+    """Block the rank ``actor`` until every call its lanes were given has ended; its clock moves there."""
+    for lane in actor.state.get("lanes", ()):
+        if lane.last is not None:
+            actor.maestro.wait(actor, lane.last)
 
 
 def _entry(transport):
@@ -104,6 +117,8 @@ class StreamLane:
         self.actor: _m.Actor | None = None
         self.charge = None
         self.avail: _m.Activity | None = None
+        self.last: _m.Activity | None = None  # the end of the last call given to the stream (not its work:
+        # that would keep its tensors alive); what synchronize waits for
 
     def run(self, job, async_op: bool, outputs=()):
         me = _m.current()
@@ -119,6 +134,9 @@ class StreamLane:
         work = StreamWork(outputs, _m.Activity(f"see its stream finish a call (rank {me.rank})"), maestro)
         self.pending += 1
         self.queue.append((job, work, me.clock, entry))
+        if self.last is None:
+            me.state.setdefault("lanes", []).append(self)
+        self.last = work.activity
         if self.actor is None:
             self.charge = me.state.get("charge")  # the rank's GPU, which runs the stream's reductions
             self.actor = maestro.spawn(
