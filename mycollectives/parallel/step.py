@@ -157,9 +157,9 @@ class StepReport:
         return out
 
     def table(self) -> str:
-        """One line per kind of call, then the step; widths fit 100 characters."""
-        head = f"{'strategy':9s}{'collective':15s}{'group':23s}{'calls':>6s}{'MB/call':>9s}"
-        head += f"{'NVLink GB':>10s}{'net GB':>8s}{'time ms':>9s}{'exposed':>9s}"
+        """One line per kind of call, then the step; lines fit 95 characters."""
+        head = f"{'strategy':9s}{'collective':15s}{'group':23s}{'calls':>6s}{'MB/call':>8s}"
+        head += f"{'NVLink GB':>10s}{'net GB':>8s}{'time ms':>8s}{'exposed':>8s}"
         nodes = -(-self.layout.world // self.gpus_per_node)
         title = f"{self.model.name}, {self.layout.describe()}"
         lines = [
@@ -170,8 +170,8 @@ class StepReport:
         for r in self.rows:
             c = r.comm
             lines.append(
-                f"{c.strategy:9s}{c.collective:15s}{r.where:23s}{c.calls:6.0f}{c.nbytes / 1e6:9.1f}"
-                f"{r.nvlink_bytes / 1e9:10.2f}{r.network_bytes / 1e9:8.2f}{r.time * 1e3:9.1f}{r.exposed * 1e3:9.1f}"
+                f"{c.strategy:9s}{c.collective:15s}{r.where:23s}{c.calls:6.0f}{c.nbytes / 1e6:8.1f}"
+                f"{r.nvlink_bytes / 1e9:10.2f}{r.network_bytes / 1e9:8.2f}{r.time * 1e3:8.1f}{r.exposed * 1e3:8.1f}"
             )
         lines.append(
             f"compute {self.compute * 1e3:.0f} ms + exposed communication {self.exposed * 1e3:.0f} ms "
