@@ -24,8 +24,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from . import load as load_mod
 from . import text
-from .load import Dump, load
+from .load import Dump, load, load_jobs
 from .p2p import deadlock, unmatched
 from .rules import Diagnosis, align
 from .timing import healthy, straggler, unfinished_rank
@@ -56,7 +57,12 @@ def diagnose_dumps(dumps: dict[int, Dump]) -> Diagnosis:
     gone = sorted(named - dumps.keys())
     if gone and all(d.source == "torch" for d in dumps.values()):
         return _left_no_dump(gone, dumps)
-    return healthy(dumps)
+    fine = healthy(dumps)
+    taken = sorted(r for r, d in dumps.items() if d.reason == load_mod.OTHER_JOB)
+    if taken and fine.kind == "ok":  # no fault among the others; of these ranks nothing is known
+        said = "; ".join(f"rank {r}{text.unknown(dumps[r])}" for r in taken)
+        return Diagnosis("unknown", taken, None, f"{fine.line}; but {said}")
+    return fine
 
 
 def _left_no_dump(gone: list[int], dumps: dict[int, Dump]) -> Diagnosis:
@@ -81,11 +87,25 @@ def _left_no_dump(gone: list[int], dumps: dict[int, Dump]) -> Diagnosis:
 
 
 def diagnose(directory: str | Path) -> Diagnosis:
-    """Read every rank's record in ``directory`` and say what went wrong."""
-    dumps, notes = load(directory)
+    """Read every rank's record in ``directory`` and say what went wrong. The newest run is
+    diagnosed; files of other jobs lying there too (dumps of two jobs handed over together) are
+    read apart, and the line says what each of them shows."""
+    dumps, notes, others = load_jobs(directory)
     diag = diagnose_dumps(dumps) if dumps else Diagnosis("empty", [], None, notes[0])
     diag.details = notes + diag.details
+    if others:
+        diag.line = f"{_job(dumps)}: {diag.line}; " + "; ".join(
+            f"also here, read apart, {_job(o)}: {diagnose_dumps(o).line}" for o in others
+        )
     return diag
+
+
+def _job(dumps: dict[int, Dump]) -> str:
+    """``job J (4 ranks; files of ranks 1-3)``: one job's files among others'."""
+    first = next(iter(dumps.values()))
+    world = max((len(g.ranks) for d in dumps.values() for g in d.groups.values()), default=0)
+    mine = [r for r, d in dumps.items() if d.reason != load_mod.OTHER_JOB]
+    return f"job {first.job} ({world} ranks; files of {text.ranks(mine)})"
 
 
 def table(directory: str | Path, around: int | None = None, width: int = 2) -> str:

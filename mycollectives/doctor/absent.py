@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from . import calls, text
 from .diagnosis import Diagnosis, unfinished, where
-from .load import UNREADABLE, Dump
+from .load import UNKNOWN, Dump
 
 ROOTED = {"broadcast", "_broadcast_oop", "reduce", "_reduce_oop", "scatter", "gather"}
 
@@ -31,14 +31,11 @@ def missing(r: int, dumps: dict[int, Dump], k: int, present: list[int], g_name: 
             f"rank {r} died: it left no flight record (killed, or stuck in native code) "
             f"and {them} lost it at {call}",
         )
-    if d.source == "torch" and d.reason != UNREADABLE:
+    if d.source == "torch" and d.reason not in UNKNOWN:
         return _not_reached(r, d, k, them, call, g_name, say)
-    if d.reason == UNREADABLE:
-        return say(
-            "unreadable",
-            f"rank {r}'s flight record {d.path.name} could not be read (cut short?); "
-            f"{them} wait for it at {call}",
-        )
+    if d.reason in UNKNOWN:  # its file cut short, or another job's: what it did is unknown, not "died"
+        kind = "unreadable" if d.reason == "unreadable" else "unknown"
+        return say(kind, f"rank {r}{text.unknown(d)}; {them} wait for it at {call}")
     last = _last_seq(d, g_name)
     after = f"after seq {last}" if last is not None else "before its first collective"
     stuck = unfinished(d)
