@@ -9,7 +9,7 @@ main thread in its own code: a straggler, or a rank hung there.
 
 from __future__ import annotations
 
-from . import calls, text
+from . import calls, native, text
 from .diagnosis import Diagnosis, unfinished, where
 from .load import UNKNOWN, Dump
 
@@ -33,6 +33,11 @@ def missing(r: int, dumps: dict[int, Dump], k: int, present: list[int], g_name: 
         )
     if d.source == "torch" and d.reason not in UNKNOWN:
         return _not_reached(r, d, k, them, call, g_name, say)
+    if d.reason == native.NATIVE:  # it died in native code: its rank{R}.native says where
+        line, at = native.said(d, dumps)
+        diag = say("aborted", f"rank {r}{line}; {them} lost it at {call}")
+        diag.seq = at if at is not None else k
+        return diag
     if d.reason in UNKNOWN:  # its file cut short, or another job's: what it did is unknown, not "died"
         kind = "unreadable" if d.reason == "unreadable" else "unknown"
         return say(kind, f"rank {r}{text.unknown(d)}; {them} wait for it at {call}")

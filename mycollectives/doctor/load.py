@@ -10,12 +10,13 @@ import gc
 import json
 from pathlib import Path
 
-from . import torchfr
+from . import native, torchfr
 from .model import ENTRY, Dump, Group  # noqa: F401 (re-exported: the doctor's model)
 
 UNREADABLE = "unreadable"  # the reason of a rank whose file could not be read
 OTHER_JOB = "another job's file"  # the reason of a rank whose file holds another job's record
-UNKNOWN = {UNREADABLE, OTHER_JOB}  # what such a rank did is unknown: neither died nor present
+NATIVE = native.NATIVE  # the reason of a rank that died in native code, known from its rank{R}.native
+UNKNOWN = {UNREADABLE, OTHER_JOB, NATIVE}  # no record of this run: neither died nor present
 
 
 NUMBER = (int, float)
@@ -220,6 +221,8 @@ def load_jobs(directory: str | Path) -> tuple[dict[int, Dump], list[str], list[d
         r = int(r) if isinstance(r, int) or (isinstance(r, str) and r.isdigit()) else None
         if r is not None and r not in out and r < max(_world(latest[0]), 1):
             out[r] = Dump(r, latest[0].job, "?", UNREADABLE, 0.0, None, None, {}, path)
+    since = min(map(_start, latest))
+    native.placeholders(latest[0].path.parent, out, max(_world(latest[0]), 1), since)
     others = _other_jobs(every, latest)
     jobs = [out, *others]
     for mine in jobs:  # a rank whose file another job's record took: unknown here, not absent

@@ -23,6 +23,8 @@ def unknown(d) -> str:
     "rank R": what its file is."""
     if d.reason == "unreadable":
         return f"'s flight record {d.path.name} could not be read (cut short?)"
+    if d.reason == "native abort":
+        return f" aborted in native code ({d.exit_error}; {d.path.name})"
     return f" has no record of this job: its file {d.path.name} holds another job's"
 
 
