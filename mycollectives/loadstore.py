@@ -14,6 +14,13 @@ writes: their barrier already followed every read). A write that lands on a regi
 rank reads in the same round (the one-shot all-reduce adds into the very
 vector its peers read) goes to private staging first and is applied after
 one more barrier; everything else is applied as it is read.
+
+Each rank reads a peer's buffer at the *peer's* byte offset in its block:
+the ranks of a call may pass tensors at different places of the heap (a
+legal layout, which torch runs too). Before the first barrier every rank
+writes its buffers' offsets in its signal pad (``places``); after it, every
+rank reads its peers'. Where the argument check has already compared them
+and found them equal, the call starts without that barrier (``ready``).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+import numpy as np
 import torch
 
 from . import flight
@@ -66,18 +74,19 @@ def traffic(schedule: Schedule, me: int, item: int) -> tuple[tuple[tuple[int, in
     return tuple(out)
 
 
-def _views(schedule: Schedule, handle, offsets: dict[int, int], dtype: torch.dtype, me: int):
+def _views(schedule: Schedule, handle, where: tuple, dtype: torch.dtype, me: int):
     """Per round: ``(read, into, src, reduce, late, where)`` for every read of
     ``me``, the tensors already sliced out of the heap (cached on the handle:
-    a repeated call slices nothing), and whether the round has late writes."""
-    key = (schedule, tuple(sorted(offsets.items())), dtype)
+    a repeated call slices nothing), and whether the round has late writes.
+    ``where[r]``: rank ``r``'s byte offset of each buffer (one row: the same on every rank)."""
+    key = (schedule, where, dtype)
     cached = handle.plans.get(key)
     if cached is not None:
         return cached
     item = torch.empty(0, dtype=dtype).element_size()
 
     def region(rank: int, buf: int, off: int, count: int) -> torch.Tensor:
-        start = offsets[buf] + off * item
+        start = where[rank if len(where) > 1 else 0][buf] + off * item
         return handle.segment(rank)[start : start + count * item].view(dtype)
 
     out = []
@@ -100,6 +109,23 @@ def _views(schedule: Schedule, handle, offsets: dict[int, int], dtype: torch.dty
     return out
 
 
+def _row(offsets: dict[int, int], width: int) -> np.ndarray:
+    """This rank's ``places`` words: the byte offset of each buffer, -1 where it has none."""
+    row = np.full(width, -1, dtype=np.int64)
+    for buf, at in offsets.items():
+        row[buf] = at
+    return row
+
+
+def _placed(handle, row: np.ndarray) -> tuple:
+    """Every rank's buffer offsets, read after the barrier that follows their writing: one
+    row where every rank's is this rank's (the common case), else one row per rank."""
+    every = np.stack([p[: len(row)] for p in handle.places()])
+    if (every == row).all():
+        return (tuple(int(x) for x in row),)
+    return tuple(tuple(int(x) for x in r) for r in every)
+
+
 def execute(
     schedule: Schedule,
     handle,
@@ -111,14 +137,13 @@ def execute(
     ready: bool = False,
 ) -> None:
     """Run ``handle.rank``'s part of ``schedule`` on symmetric memory; each
-    buffer lies at byte ``offsets[buffer]`` of every rank's block. ``ready``:
-    a barrier since every rank's buffers were last written has already passed
-    (the argument check's, for a call whose tensors are used as given), so the
-    first round needs none of its own."""
+    buffer lies at byte ``offsets[buffer]`` of this rank's block (a peer's
+    wherever that peer says: see the module). ``ready``: a barrier since every
+    rank's buffers were last written has already passed (the argument check's,
+    for a call whose tensors are used as given, at the same offsets on every
+    rank), so the first round needs none of its own."""
     me = handle.rank
     name = label or schedule.collective
-    plan = _views(schedule, handle, offsets, dtype, me)
-    mine = {where: into for views, _ in plan for _, into, _, _, _, where in views}
     note = flight.current()  # the flight recorder: round, and the barrier this rank waits in
     note.enter(schedule.algorithm, len(schedule.rounds), name)
 
@@ -129,8 +154,13 @@ def execute(
     def sync(stage: str) -> None:
         wait_for(lambda t: handle.barrier(0, t), timeout, at, None, f"barrier {stage}: waiting for", note)
 
+    row = _row(offsets, len(handle.places()[me]))
     if not ready:
+        handle.places()[me][:] = row  # read by the peers after this barrier, rewritten after the next
         sync("before round 0")
+    where = (tuple(int(x) for x in row),) if ready else _placed(handle, row)
+    plan = _views(schedule, handle, where, dtype, me)
+    mine = {where: into for views, _ in plan for _, into, _, _, _, where in views}
     for k, (views, any_late) in enumerate(plan):
         note.round = k
         if k:

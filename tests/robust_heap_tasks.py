@@ -20,18 +20,28 @@ def _group(kind: str):
 
 
 def offsets(rank: int, kind: str) -> dict:
-    """Rank 0 passes x[:n], the others x[n:], of one rendezvoused block: refused, never a wrong sum."""
-    t, n = _group(kind), 8
+    """Rank 0 passes x[:n], the others x[n:], of one rendezvoused block: a legal layout (torch runs
+    it), so the right result with the check and without it; another allocation, or the heap on one
+    rank only, is refused on every rank."""
+    t, n, p = _group(kind), 8, dist.get_world_size()
     x = symmetric.empty(2 * n)
     symmetric.rendezvous(x, t)
-    x.fill_(1.0)
     mine = x[:n] if rank == 0 else x[n:]
     out = {}
-    out["all_reduce"] = _outcome(lambda: mc.all_reduce(mine, group=t, timeout=20))
-    out["broadcast"] = _outcome(lambda: mc.broadcast(mine, 0, group=t, timeout=20))
-    inp = torch.ones(n // dist.get_world_size())
-    out["all_gather"] = _outcome(lambda: mc.all_gather_into_tensor(mine, inp, group=t, timeout=20))
-    y = symmetric.empty(2 * n)  # another allocation, at the same offset: refused too
+    for check in (True, False):
+        x.fill_(-99.0)  # the other half: what a read at the wrong offset would find
+        mine.fill_(rank + 1.0)
+        out[f"all_reduce {check}"] = _outcome(lambda: mc.all_reduce(mine, group=t, timeout=20, check=check))  # noqa: B023
+        out[f"all_reduce {check} got"] = mine.tolist()
+        mine.copy_(torch.arange(n) + 10.0 * rank)
+        out[f"broadcast {check}"] = _outcome(lambda: mc.broadcast(mine, 0, group=t, timeout=20, check=check))  # noqa: B023
+        out[f"broadcast {check} got"] = mine.tolist()
+        inp = torch.full((n // p,), rank + 1.0)
+        out[f"all_gather {check}"] = _outcome(
+            lambda: mc.all_gather_into_tensor(mine, inp, group=t, timeout=20, check=check)  # noqa: B023
+        )
+        out[f"all_gather {check} got"] = mine.tolist()
+    y = symmetric.empty(2 * n)  # another allocation, at the same offset: refused
     symmetric.rendezvous(y, t)
     other = x[:n] if rank == 0 else y[:n]
     out["another block"] = _outcome(lambda: mc.all_reduce(other, group=t, timeout=20))

@@ -3,9 +3,10 @@
 Every rank all-gathers a small descriptor of its call: function, algorithm,
 dtype, element count, root, op, options; all-to-all's split sizes; or the
 error its own arguments raised; for a tensor in symmetric memory, which
-rendezvous it lies in and at which offset (a load reads each peer at the
-reader's own offset, so every property the load/store schedule depends on is
-compared). If any rank's arguments are bad, or the ranks disagree, every
+rendezvous it lies in and at which offset (every rank must use the same
+rendezvous; offsets may differ, since a load reads each peer at that peer's
+offset, and :func:`same_offset` tells whether the call may skip the barrier
+that publishes them). If any rank's arguments are bad, or the ranks disagree, every
 rank raises a clear error, instead of some ranks hanging while they wait for
 a peer that gave up, or reading the wrong bytes. The descriptor travels by
 the package's own all-gather (Bruck's), through the same transport as the
@@ -41,6 +42,8 @@ def _id(value) -> int:
 _HEAD = 14
 _MAGIC_AT, MAGIC = 13, 0x6D63_6172_6773  # "mcargs": every descriptor carries it
 _NFIELDS = 11
+_OFFSET_AT = 10  # the byte offset in symmetric memory: carried, not required to agree
+_AGREED = [i for i in range(1, 1 + _NFIELDS) if i != _OFFSET_AT]
 _MSG = 32  # int64 words of error message (256 bytes)
 _FIELDS = (
     "function",
@@ -77,9 +80,9 @@ def _describe(fn, algorithm, meta, err, opts, p: int, placed=None) -> np.ndarray
     d[0] = 1 if isinstance(err, ValueError) else 2 if err is not None else 0
     d[_MAGIC_AT] = MAGIC
     if placed is not None:
-        d[10], d[11] = placed.offset, placed.ident
+        d[_OFFSET_AT], d[11] = placed.offset, placed.ident
     else:
-        d[10] = d[11] = -1
+        d[_OFFSET_AT] = d[11] = -1
     if meta is not None:
         d[1:10] = _fields(
             fn,
@@ -206,7 +209,7 @@ def agree(fn: str, me: int, table: np.ndarray) -> None:
     """Raise on this rank if any rank's arguments were bad or ranks disagree."""
     if table[me, 0]:
         return  # this rank's own error is raised by the caller
-    fields = table[:, 1 : 1 + _NFIELDS]
+    fields = table[:, _AGREED]
     if not table[:, 0].any() and (fields == fields[0]).all() and (table[:, _MAGIC_AT] == MAGIC).all():
         return  # the common case, decided in one comparison
     for r, row in enumerate(table):
@@ -222,11 +225,19 @@ def agree(fn: str, me: int, table: np.ndarray) -> None:
             kind = ValueError if row[0] == 1 else TypeError
             raise kind(f"{fn} on rank {me}: rank {r} rejected its arguments: {msg}")
     for i, what in enumerate(_FIELDS, start=1):
+        if i == _OFFSET_AT:
+            continue
         col = table[:, i]
         if (col != col[0]).any():
             known = names() if i < 10 else {-1: "not in symmetric memory"}
             shown = ", ".join(f"rank {r}: {known.get(int(v), v)}" for r, v in enumerate(col))
             raise ValueError(f"{fn} on rank {me}: ranks disagree on the {what} ({shown})")
+
+
+def same_offset(table: np.ndarray) -> bool:
+    """Whether every rank's tensor lies at the same byte offset of its block (after :func:`agree`)."""
+    col = table[:, _OFFSET_AT]
+    return bool((col == col[0]).all())
 
 
 def names() -> dict:

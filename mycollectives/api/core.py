@@ -38,7 +38,7 @@ from ..transport import (
     capabilities,
     resolve_group,
 )
-from .agree import agree, check_splits, handshake
+from .agree import agree, check_splits, handshake, same_offset
 from .checks import Checker
 from .options import Options
 from .work import Work, lane_for
@@ -101,8 +101,9 @@ class Launch:
 
 def _in_heap(transport, schedule: Schedule, buffers: dict):
     """``(handle, byte offset of each buffer)`` if every buffer the schedule
-    uses lies in one symmetric block rendezvoused on ``transport`` (the same on
-    every rank of a call the ranks agreed is in symmetric memory); else None."""
+    uses lies in one symmetric block rendezvoused on ``transport`` (the same
+    rendezvous on every rank of a call the ranks agreed is in symmetric memory;
+    the offsets may differ from rank to rank); else None."""
     if TMP in schedule.buffers or not capabilities(transport).heap_loads:
         return None
     block, offsets = None, {}
@@ -151,7 +152,7 @@ def launch(
         needs_splits = c.split and not (meta is not None and meta.even)
         if p > 1 and (opts.check or needs_splits):
             table = handshake(t, fn, algorithm, meta, err, opts, handle)
-            checked = handle is not None
+            checked = handle is not None and same_offset(table)  # else loadstore publishes the offsets
             agree(fn, t.rank, table)
             if err is None and c.split:
                 splits = check_splits(fn, t.rank, table)

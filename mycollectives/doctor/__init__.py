@@ -24,8 +24,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import text
-from .load import Dump, load
+from . import load as load_mod
+from . import native, text
+from .load import Dump, load, load_jobs
 from .p2p import deadlock, unmatched
 from .rules import Diagnosis, align
 from .timing import healthy, straggler, unfinished_rank
@@ -52,11 +53,30 @@ def diagnose_dumps(dumps: dict[int, Dump]) -> Diagnosis:
     for rule in rules:
         found = rule(dumps)
         if found is not None:
-            return found
+            return _with_aborts(found, dumps)
     gone = sorted(named - dumps.keys())
     if gone and all(d.source == "torch" for d in dumps.values()):
         return _left_no_dump(gone, dumps)
-    return healthy(dumps)
+    fine = healthy(dumps)
+    aborted = sorted(r for r, d in dumps.items() if d.reason == load_mod.NATIVE)
+    if aborted:  # every call the others made completed: it died after them, or between their calls
+        line, at = native.said(dumps[aborted[0]], dumps)
+        return Diagnosis("aborted", aborted, at, f"rank {aborted[0]}{line}; {fine.line}")
+    taken = sorted(r for r, d in dumps.items() if d.reason == load_mod.OTHER_JOB)
+    if taken and fine.kind == "ok":  # no fault among the others; of these ranks nothing is known
+        said = "; ".join(f"rank {r}{text.unknown(dumps[r])}" for r in taken)
+        return Diagnosis("unknown", taken, None, f"{fine.line}; but {said}")
+    return fine
+
+
+def _with_aborts(diag: Diagnosis, dumps: dict[int, Dump]) -> Diagnosis:
+    """``diag``, its line also naming the ranks that died in native code that it does not name."""
+    for r, d in sorted(dumps.items()):
+        if d.reason == load_mod.NATIVE and r not in diag.ranks:
+            hit = native.died_in(d, dumps)
+            where = f" in seq {hit[0]} ({hit[2]['fn']})" if hit else ""
+            diag.line += f"; rank {r}{text.unknown(d)}{where}"
+    return diag
 
 
 def _left_no_dump(gone: list[int], dumps: dict[int, Dump]) -> Diagnosis:
@@ -81,11 +101,25 @@ def _left_no_dump(gone: list[int], dumps: dict[int, Dump]) -> Diagnosis:
 
 
 def diagnose(directory: str | Path) -> Diagnosis:
-    """Read every rank's record in ``directory`` and say what went wrong."""
-    dumps, notes = load(directory)
+    """Read every rank's record in ``directory`` and say what went wrong. The newest run is
+    diagnosed; files of other jobs lying there too (dumps of two jobs handed over together) are
+    read apart, and the line says what each of them shows."""
+    dumps, notes, others = load_jobs(directory)
     diag = diagnose_dumps(dumps) if dumps else Diagnosis("empty", [], None, notes[0])
     diag.details = notes + diag.details
+    if others:
+        diag.line = f"{_job(dumps)}: {diag.line}; " + "; ".join(
+            f"also here, read apart, {_job(o)}: {diagnose_dumps(o).line}" for o in others
+        )
     return diag
+
+
+def _job(dumps: dict[int, Dump]) -> str:
+    """``job J (4 ranks; files of ranks 1-3)``: one job's files among others'."""
+    first = next(iter(dumps.values()))
+    world = max((len(g.ranks) for d in dumps.values() for g in d.groups.values()), default=0)
+    mine = [r for r, d in dumps.items() if d.reason != load_mod.OTHER_JOB]
+    return f"job {first.job} ({world} ranks; files of {text.ranks(mine)})"
 
 
 def table(directory: str | Path, around: int | None = None, width: int = 2) -> str:

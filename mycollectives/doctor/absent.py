@@ -9,9 +9,9 @@ main thread in its own code: a straggler, or a rank hung there.
 
 from __future__ import annotations
 
-from . import calls, text
+from . import calls, native, text
 from .diagnosis import Diagnosis, unfinished, where
-from .load import UNREADABLE, Dump
+from .load import UNKNOWN, Dump
 
 ROOTED = {"broadcast", "_broadcast_oop", "reduce", "_reduce_oop", "scatter", "gather"}
 
@@ -31,14 +31,16 @@ def missing(r: int, dumps: dict[int, Dump], k: int, present: list[int], g_name: 
             f"rank {r} died: it left no flight record (killed, or stuck in native code) "
             f"and {them} lost it at {call}",
         )
-    if d.source == "torch" and d.reason != UNREADABLE:
+    if d.source == "torch" and d.reason not in UNKNOWN:
         return _not_reached(r, d, k, them, call, g_name, say)
-    if d.reason == UNREADABLE:
-        return say(
-            "unreadable",
-            f"rank {r}'s flight record {d.path.name} could not be read (cut short?); "
-            f"{them} wait for it at {call}",
-        )
+    if d.reason == native.NATIVE:  # it died in native code: its rank{R}.native says where
+        line, at = native.said(d, dumps)
+        diag = say("aborted", f"rank {r}{line}; {them} lost it at {call}")
+        diag.seq = at if at is not None else k
+        return diag
+    if d.reason in UNKNOWN:  # its file cut short, or another job's: what it did is unknown, not "died"
+        kind = "unreadable" if d.reason == "unreadable" else "unknown"
+        return say(kind, f"rank {r}{text.unknown(d)}; {them} wait for it at {call}")
     last = _last_seq(d, g_name)
     after = f"after seq {last}" if last is not None else "before its first collective"
     stuck = unfinished(d)

@@ -12,7 +12,7 @@ class Diagnosis:
     """What the doctor found: ``kind``, the ranks to blame, the sequence number, and one line."""
 
     kind: str  # deadlock, died, crashed, skipped, extra, order, mismatch, several, straggler, hang,
-    # unmatched, stuck, unreadable, ok, empty
+    # unmatched, stuck, unreadable, aborted (native code), unknown (another job's file), ok, empty
     ranks: list[int]
     seq: int | None
     line: str

@@ -10,10 +10,13 @@ import gc
 import json
 from pathlib import Path
 
-from . import torchfr
+from . import native, torchfr
 from .model import ENTRY, Dump, Group  # noqa: F401 (re-exported: the doctor's model)
 
 UNREADABLE = "unreadable"  # the reason of a rank whose file could not be read
+OTHER_JOB = "another job's file"  # the reason of a rank whose file holds another job's record
+NATIVE = native.NATIVE  # the reason of a rank that died in native code, known from its rank{R}.native
+UNKNOWN = {UNREADABLE, OTHER_JOB, NATIVE}  # no record of this run: neither died nor present
 
 
 NUMBER = (int, float)
@@ -187,25 +190,22 @@ def runs(dumps: list[Dump]) -> list[list[Dump]]:
 
 def load(directory: str | Path) -> tuple[dict[int, Dump], list[str]]:
     """The newest run's dumps by rank, and notes about what was skipped."""
+    dumps, notes, _ = load_jobs(directory)
+    return dumps, notes
+
+
+def load_jobs(directory: str | Path) -> tuple[dict[int, Dump], list[str], list[dict[int, Dump]]]:
+    """:func:`load`'s answer, and the latest run of every *other job* whose files lie here (another
+    job id or world size: dumps of two jobs handed over together), each to be read apart. A rank of
+    the newest run whose file holds another job's record is :data:`OTHER_JOB`, not absent: what it
+    did in this run is unknown (its file was overwritten), which is not the same as leaving none."""
     directory = Path(directory)
     if not directory.is_dir():
         raise FileNotFoundError(f"{directory} is not a directory of flight records")
-    dumps, notes, bad = [], [], []
-    collecting = gc.isenabled()
-    gc.disable()  # millions of small objects, none cyclic: the collector would walk them again and again
-    try:
-        for path in _files(directory):
-            try:
-                dumps.append(_read(path))
-            except ValueError as e:
-                notes.append(f"could not read {path.name}: {str(e)[:160]}")
-                bad.append(path)
-    finally:
-        if collecting:
-            gc.enable()
+    dumps, notes, bad = _read_all(directory)
     if not dumps:
         what = "flight records (rank*.json, or PyTorch Flight Recorder dumps)"
-        return {}, [f"no {'readable ' if notes else ''}{what} in {directory}", *notes]
+        return {}, [f"no {'readable ' if notes else ''}{what} in {directory}", *notes], []
     every = runs(dumps)
     latest = every[-1]
     if len(every) > 1:
@@ -221,4 +221,42 @@ def load(directory: str | Path) -> tuple[dict[int, Dump], list[str]]:
         r = int(r) if isinstance(r, int) or (isinstance(r, str) and r.isdigit()) else None
         if r is not None and r not in out and r < max(_world(latest[0]), 1):
             out[r] = Dump(r, latest[0].job, "?", UNREADABLE, 0.0, None, None, {}, path)
-    return out, notes
+    since = min(map(_start, latest))
+    native.placeholders(latest[0].path.parent, out, max(_world(latest[0]), 1), since)
+    others = _other_jobs(every, latest)
+    jobs = [out, *others]
+    for mine in jobs:  # a rank whose file another job's record took: unknown here, not absent
+        job, world = next(iter(mine.values())).job, max(map(_world, mine.values()))
+        for d in (d for theirs in jobs if theirs is not mine for d in theirs.values()):
+            if d.rank not in mine and d.rank < world and d.reason not in UNKNOWN:
+                mine[d.rank] = Dump(d.rank, job, "?", OTHER_JOB, 0.0, None, None, {}, d.path)
+    return out, notes, others
+
+
+def _read_all(directory: Path) -> tuple[list[Dump], list[str], list[Path]]:
+    dumps, notes, bad = [], [], []
+    collecting = gc.isenabled()
+    gc.disable()  # millions of small objects, none cyclic: the collector would walk them again and again
+    try:
+        for path in _files(directory):
+            try:
+                dumps.append(_read(path))
+            except ValueError as e:
+                notes.append(f"could not read {path.name}: {str(e)[:160]}")
+                bad.append(path)
+    finally:
+        if collecting:
+            gc.enable()
+    return dumps, notes, bad
+
+
+def _other_jobs(every: list[list[Dump]], latest: list[Dump]) -> list[dict[int, Dump]]:
+    """The latest run of each job other than ``latest``'s (by job id and world size; a run of the
+    same job and size is an earlier attempt of it, as a restart leaves), oldest first."""
+
+    def job(run: list[Dump]) -> tuple[str, int]:
+        return run[0].job, _world(run[0])
+
+    newest = {job(run): run for run in every if run[0].groups}  # runs are oldest first
+    newest.pop(job(latest), None)
+    return [{d.rank: d for d in run} for run in newest.values()]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from . import calls, text
 from .diagnosis import Diagnosis, unfinished
-from .load import UNREADABLE, Dump, Group
+from .load import UNKNOWN, Dump, Group
 
 
 def _peer(g: Group, e: dict) -> int:
@@ -61,10 +61,10 @@ def unmatched(dumps: dict[int, Dump], dead_peers: bool = True) -> Diagnosis | No
         g, e = found
         q = _peer(g, e)
         peer = dumps.get(q)
-        if peer is None or peer.reason == UNREADABLE:
+        if peer is None or peer.reason in UNKNOWN:
             if dead_peers:
-                why = "left no flight record (it died)" if peer is None else "left an unreadable record"
-                line = f"rank {r} waits in {text.p2p(e)}, which rank {q} never matched: rank {q} {why}"
+                why = " left no flight record (it died)" if peer is None else text.unknown(peer)
+                line = f"rank {r} waits in {text.p2p(e)}, which rank {q} never matched: rank {q}{why}"
                 return Diagnosis("unmatched", [r, q], e["seq"], line, g.name)
             continue
         mine = [x for x in g.p2p if x["fn"] == e["fn"] and _peer(g, x) == q and x["seq"] <= e["seq"]]

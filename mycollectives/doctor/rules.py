@@ -20,7 +20,7 @@ import statistics
 from . import calls, text
 from .absent import crossed, missing, several_not_reached
 from .diagnosis import Diagnosis, groups, where
-from .load import UNREADABLE, Dump
+from .load import UNKNOWN, Dump
 from .torchlate import torch_late
 
 __all__ = ["Diagnosis", "align"]
@@ -98,9 +98,7 @@ def align(dumps: dict[int, Dump]) -> Diagnosis | None:
     multi = len(every) > 1
     found = []
     for (name, members), by_rank in every:
-        absent = [
-            r for r in members if r not in dumps or dumps[r].reason == UNREADABLE
-        ]  # known by the others
+        absent = [r for r in members if r not in dumps or dumps[r].reason in UNKNOWN]  # known by the others
         seqs = [g.collectives for g in by_rank.values() if g.collectives]
         if not seqs:
             continue

@@ -18,6 +18,16 @@ def ranks(rs) -> str:
     return "ranks " + ", ".join(map(str, rs))
 
 
+def unknown(d) -> str:
+    """Why what rank ``d.rank`` did is unknown (its record is :data:`~.load.UNKNOWN`), to follow
+    "rank R": what its file is."""
+    if d.reason == "unreadable":
+        return f"'s flight record {d.path.name} could not be read (cut short?)"
+    if d.reason == "native abort":
+        return f" aborted in native code ({d.exit_error}; {d.path.name})"
+    return f" has no record of this job: its file {d.path.name} holds another job's"
+
+
 def site(entry: dict) -> str:
     """``file.py:57`` (``a notebook cell, line 8`` for a Jupyter cell), or empty."""
     where = entry.get("site")

@@ -14,7 +14,7 @@ from collections import Counter
 
 from . import text
 from .diagnosis import Diagnosis, groups, unfinished
-from .load import UNREADABLE, Dump
+from .load import UNKNOWN, Dump
 
 WINDOW = 50  # the last collectives judged
 MIN_LAG_S = 0.02
@@ -31,7 +31,7 @@ def unfinished_rank(dumps: dict[int, Dump]) -> Diagnosis | None:
         d = dumps.get(r)
         if d is None:
             return Diagnosis("died", [r], None, f"rank {r} died: it left no flight record (killed?) {them}")
-        if r in finished or d.reason == UNREADABLE or unfinished(d) is not None:
+        if r in finished or d.reason in UNKNOWN or unfinished(d) is not None:
             continue
         last = max(
             ((e["t_posted"], g.name, k) for g in d.groups.values() for k, e in g.collectives.items()),

@@ -18,7 +18,8 @@ tells a rank that died. A rank stopped or crashing before its first
 collective writes a record with no calls (the package arms its handlers on
 import under ``torchrun``), so that it is not taken for dead. Signal handlers run in the main thread between
 Python bytecodes, so a rank blocked inside native code writes its record
-when that code returns.
+when that code returns; one that dies there (an ``abort()``) leaves
+``rank{R}.native`` instead (:mod:`.native`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import traceback
 from pathlib import Path
 
 from .ident import job_id
+from .native import arm_native
 from .registry import recorders
 
 ENV_DIR = "MYCOLLECTIVES_FLIGHT_DIR"
@@ -222,6 +224,7 @@ def arm() -> None:
     if launched:
         atexit.register(_at_exit)
         _hook_excepthook()
+        arm_native(flight_dir())  # a death in native code leaves rank{R}.native (.native)
 
 
 _previous: dict[int, object] = {}

@@ -89,8 +89,9 @@ def empty(*size, dtype: torch.dtype = torch.float32, device: str | torch.device 
 @dataclass(frozen=True)
 class Placement:
     """Where a call's tensor lies: its rendezvous ``handle`` on the call's
-    group and its byte ``offset`` in the block; what every rank must agree
-    on before any load (:mod:`mycollectives.api.agree`)."""
+    group, on which every rank must agree before any load, and its byte
+    ``offset`` in the block, which may differ from rank to rank
+    (:mod:`mycollectives.api.agree`, :mod:`mycollectives.loadstore`)."""
 
     handle: SymmetricMemory
     offset: int

@@ -17,7 +17,7 @@ import secrets
 import torch
 
 from ..transport.base import TransportPeerError
-from ..transport.shm_setup import everyone
+from ..transport.shm_setup import alive, everyone
 from .handle import PAD_BYTES, SymmetricMemory, close_fds
 from .heap import Block
 
@@ -71,6 +71,10 @@ def attach(
                 )
                 wake_out[q] = os.open(f"/proc/{pid}/fd/{pipe}", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
             except (OSError, RuntimeError) as e:
+                if not alive(pid):
+                    raise TransportPeerError(
+                        f"rank {q} (process {pid}) ended during the rendezvous", peer=q
+                    ) from e
                 raise TransportPeerError(f"cannot map rank {q}'s block (process {pid}): {e}", peer=q) from e
         everyone(
             p2p, rows[rank, :1].clone(), timeout, "symmetric memory mapped"

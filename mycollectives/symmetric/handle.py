@@ -3,8 +3,10 @@ its signal pads, barriers and mailboxes (PyTorch's ``SymmetricMemory``, on CPU).
 
 Each block ends in a *signal pad*, ``CHANNELS`` rows of one int64 per rank,
 which peers write and the owner polls; then ``MAILBOX`` words a rank writes
-for its peers to read (the argument check's), and a word that says "asleep:
-wake me" (see :meth:`SymmetricMemory._await`).
+for its peers to read (the argument check's), ``PLACES`` words where it
+says at which byte offset of its block each buffer of the current call lies
+(:mod:`mycollectives.loadstore` reads every peer at that peer's offset), and a
+word that says "asleep: wake me" (see :meth:`SymmetricMemory._await`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from ..transport.shm_setup import alive
 CHANNELS = 16  # rows of the signal pad
 MAX_RANKS = 256
 MAILBOX = 2048  # int64 words after the signal rows: a rank's word to its peers (the argument check's)
-PAD_BYTES = (CHANNELS * MAX_RANKS + MAILBOX + 8) * 8  # and a word that says "asleep: wake me"
+PLACES = 8  # int64 words after the mailbox: a call's buffers' byte offsets in this rank's block
+PAD_BYTES = (CHANNELS * MAX_RANKS + MAILBOX + PLACES + 8) * 8  # and a word that says "asleep: wake me"
 SPIN_S = 50e-6  # how long a waiter polls its pad before it polls between yields
 YIELD_S = 1e-3  # how long it polls, yielding its core between looks, before it sleeps on its pipe
 NAP_S = 0.002  # the longest a sleeper goes without looking at its pad (see _await)
@@ -77,10 +80,12 @@ class SymmetricMemory:
         self._expected = np.zeros((CHANNELS, world_size), dtype=np.int64)
         words = [s[nbytes:].view(torch.int64) for s in segs]
         self._pads = [w[: CHANNELS * MAX_RANKS].view(CHANNELS, MAX_RANKS) for w in words]
-        self._mail = [w[CHANNELS * MAX_RANKS : CHANNELS * MAX_RANKS + MAILBOX] for w in words]
+        at = CHANNELS * MAX_RANKS + MAILBOX
+        self._mail = [w[CHANNELS * MAX_RANKS : at] for w in words]
+        self._places = [w[at : at + PLACES].numpy() for w in words]
         # NumPy views of the same memory: a flag raised or read in ~0.1 us, not a torch op's ~5 us
         self._flags = [p.numpy() for p in self._pads]
-        self._asleep = [w[CHANNELS * MAX_RANKS + MAILBOX :].numpy() for w in words]
+        self._asleep = [w[at + PLACES :].numpy() for w in words]
         self._mail_np = [m.numpy() for m in self._mail]
         self._wake_in, self._wake_out = wake_in, wake_out or {}
         self.plans: dict = {}  # loadstore's sliced views per call shape (mycollectives.loadstore)
@@ -118,6 +123,11 @@ class SymmetricMemory:
     def mailboxes(self) -> list[np.ndarray]:
         """Every rank's mailbox, as NumPy views (the argument check reads them)."""
         return self._mail_np
+
+    def places(self) -> list[np.ndarray]:
+        """Every rank's ``PLACES`` words (a call's buffer offsets, which :mod:`mycollectives.loadstore`
+        writes before its first barrier and reads after it), as NumPy views."""
+        return self._places
 
     @property
     def nbytes(self) -> int:

@@ -151,6 +151,8 @@ class ShmTransport(TransportBase):
             where = f"{label.collective} ({label.algorithm}) on rank {self.rank}, round {label.round}"
         if isinstance(e, TransportTimeout):
             raise CollectiveTimeout(f"{where}: {e}") from e
+        if str(e).startswith("shared-memory set-up"):  # it says which step and which rank
+            raise PeerError(f"{where}: {e}") from e
         who = f"rank {e.peer} failed: " if isinstance(e, TransportPeerError) and e.peer is not None else ""
         raise PeerError(f"{where}: shared-memory set-up: {who}{e}") from e
 

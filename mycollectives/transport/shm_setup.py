@@ -31,6 +31,7 @@ import contextlib
 import glob
 import os
 import signal
+import sys
 import threading
 import time
 import weakref
@@ -38,7 +39,7 @@ from multiprocessing import resource_tracker
 
 import torch
 
-from .base import COLLECTIVE_TAG, TransportTimeout
+from .base import COLLECTIVE_TAG, TransportPeerError, TransportTimeout
 
 SETUP_TAG = COLLECTIVE_TAG + 1
 SHM_DIR = "/dev/shm"
@@ -47,24 +48,72 @@ SHM_DIR = "/dev/shm"
 def everyone(inner, mine: torch.Tensor, timeout: float, what: str) -> torch.Tensor:
     """Every rank's ``mine`` (a 1-D int64 tensor of one size on every rank), as
     rows in rank order, sent and received with ``inner``'s point-to-point
-    calls; a rank that does not answer within ``timeout`` is named."""
+    calls; a rank that does not answer within ``timeout``, or whose connection
+    is gone, is named. A signal (SIGTERM, Ctrl-C) takes effect at once, not
+    when the wait ends (see :func:`_meanwhile`)."""
     p, me = inner.world_size, inner.rank
     rows = torch.zeros(p, mine.numel(), dtype=torch.int64)
     rows[me] = mine
-    recvs = {q: inner.irecv(rows[q], q, SETUP_TAG) for q in range(p) if q != me}
-    sends = [inner.isend(mine, q, SETUP_TAG) for q in range(p) if q != me]
-    for q, work in recvs.items():
-        try:
-            work.wait(timeout)
-        except TransportTimeout as e:
-            raise TransportTimeout(
-                f"shared-memory set-up ({what}): rank {q} did not answer within {timeout:g} s "
-                "(every rank of the group must make its first call on it)",
-                peer=q,
-            ) from e
-    for work in sends:
-        work.wait(timeout)
+    peers = [q for q in range(p) if q != me]
+    _meanwhile(lambda: _exchange(inner, mine, rows, timeout, what), f"rank {me}: {what}, with ranks {peers}")
     return rows
+
+
+def _exchange(inner, mine: torch.Tensor, rows: torch.Tensor, timeout: float, what: str) -> None:
+    """Post every receive and send of :func:`everyone`, then wait for each; ``q``: the peer at hand."""
+    peers, works, q = [q for q in range(inner.world_size) if q != inner.rank], [], None
+    try:
+        for q in peers:
+            works.append((q, inner.irecv(rows[q], q, SETUP_TAG)))
+        for q in peers:
+            works.append((q, inner.isend(mine, q, SETUP_TAG)))
+        for q, work in works:  # noqa: B007 - q names the peer in the error below
+            work.wait(timeout)
+    except TransportTimeout as e:
+        raise TransportTimeout(
+            f"shared-memory set-up ({what}): rank {q} did not answer within {timeout:g} s "
+            "(every rank of the group must make its first call on it)",
+            peer=q,
+        ) from e
+    except TransportPeerError as e:
+        who = e.peer if e.peer is not None else q
+        raise TransportPeerError(
+            f"shared-memory set-up ({what}): rank {who} has failed or ended ({e})", peer=who
+        ) from e
+
+
+waiting: list[str] = []  # the set-up exchanges in progress (what SIGTERM's clean-up says it interrupted)
+
+
+def _meanwhile(exchange, doing: str) -> None:
+    """Run ``exchange()``; on the main thread, on a helper thread while the main
+    thread sleeps on an event. A wait inside gloo returns to Python only when
+    it ends (up to the timeout), and Python runs a signal's handler only then;
+    an event's wait is interrupted by the signal, so SIGTERM's clean-up
+    (:func:`on_sigterm`) and Ctrl-C take effect at once. A helper left waiting
+    ends with its timeout."""
+    waiting.append(doing)
+    try:
+        if threading.current_thread() is not threading.main_thread():
+            exchange()
+            return
+        done, failed = threading.Event(), []
+
+        def helper() -> None:
+            try:
+                exchange()
+            except BaseException as e:  # noqa: BLE001 - raised again on the caller's thread
+                failed.append(e)
+            finally:
+                done.set()
+
+        threading.Thread(target=helper, name="mycollectives-set-up-wait", daemon=True).start()
+        while not done.wait(1.0):
+            pass
+        if failed:
+            raise failed[0]
+    finally:
+        waiting.remove(doing)
 
 
 def prefix(key: int, rank: int) -> str:
@@ -107,26 +156,43 @@ def alive(pid: int) -> bool:
 
 _closers: weakref.WeakSet = weakref.WeakSet()
 _installed = False
+_previous = None  # the package's own SIGTERM handler this one replaced (the flight recorder's dump)
 
 
 def on_sigterm(transport) -> None:
     """Close ``transport`` (unlinking its files) when SIGTERM arrives, then end
     the process as SIGTERM would; only where the program has no handler of
-    its own and this is the main thread (where Python allows a handler)."""
-    global _installed
+    its own (the package's flight recorder's is run after the clean-up) and
+    this is the main thread (where Python allows a handler)."""
+    global _installed, _previous
     _closers.add(transport)
     if _installed or threading.current_thread() is not threading.main_thread():
         return
     with contextlib.suppress(ValueError, OSError):
-        if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+        current = signal.getsignal(signal.SIGTERM)
+        ours = getattr(current, "__module__", "").startswith("mycollectives.")
+        if current in (signal.SIG_DFL, None) or ours:
+            _previous = current if ours else None
             signal.signal(signal.SIGTERM, _terminate)
             _installed = True
 
 
 def _terminate(signum, frame) -> None:
+    """Unlink every transport's files (saying which set-up exchange, if any, SIGTERM
+    interrupted), run the handler this one replaced, and end as SIGTERM would."""
+    if waiting:
+        with contextlib.suppress(OSError, ValueError):
+            print(
+                f"mycollectives: SIGTERM during a set-up exchange ({waiting[-1]}): "
+                "shared-memory files unlinked, the process ends",
+                file=sys.stderr,
+                flush=True,
+            )
     for t in list(_closers):
         with contextlib.suppress(Exception):
             t.close(grace=0.0)
+    if callable(_previous):
+        _previous(signum, frame)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.kill(os.getpid(), signal.SIGTERM)
 
