@@ -198,3 +198,45 @@ def test_channels_apart_do_not_wait_for_each_other(monkeypatch):
     monkeypatch.setattr(VirtualTransport, "capabilities", caps)
     in_step = _virtual_call(4 << 20, 2, "double_binary_tree")
     assert apart < 0.97 * in_step, (apart, in_step)
+
+
+def _mixed_channels(rank, given):
+    x = torch.arange(6, dtype=torch.float32) + rank
+    with pytest.raises(ValueError) as e:
+        mc.all_reduce(x, algorithm="ring", **({} if given[rank] is None else {"channels": given[rank]}))
+    assert torch.equal(x, torch.arange(6, dtype=torch.float32) + rank)  # untouched
+    return str(e.value)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("given", [(2, 3, 2), (None, 2, None)])
+def test_ranks_that_give_other_channels_are_told_which(given):
+    """Ranks calling with different channels= get a ValueError naming the argument and each rank's value
+    (the schedules would not match: a hang or a wrong result), not a hang."""
+    shown = ", ".join(f"rank {r}: {'default' if k is None else k}" for r, k in enumerate(given))
+    for msg in run_local(_mixed_channels, 3, given, timeout=60):
+        assert f"ranks disagree on the channels ({shown})" in msg, msg
+
+
+@pytest.mark.timeout(300)
+def test_ranks_that_give_other_channels_are_told_in_a_virtual_run():
+    from mycollectives import virtual
+
+    run = virtual.run(_mixed_channels, "dgx_h100", 1, ((4, 8, 4, 4),), world_size=4, timeout=240)
+    want = "ranks disagree on the channels (rank 0: 4, rank 1: 8, rank 2: 4, rank 3: 4)"
+    assert all(want in msg for msg in run.results), run.results
+
+
+def _one_bad(rank):
+    x = torch.ones(4)
+    with pytest.raises(ValueError) as e:
+        mc.all_reduce(x, channels=0 if rank == 0 else 2)
+    assert torch.equal(x, torch.ones(4))
+    return str(e.value)
+
+
+@pytest.mark.timeout(120)
+def test_one_rank_with_bad_channels_is_named_on_every_rank():
+    msgs = run_local(_one_bad, 3, timeout=60)
+    assert "argument 'channels' must be a positive int, got 0" in msgs[0]
+    assert all("rank 0 rejected its arguments" in m and "'channels'" in m for m in msgs[1:]), msgs

@@ -1,7 +1,7 @@
 """The argument check every collective makes across ranks (the *handshake*).
 
 Every rank all-gathers a small descriptor of its call: function, algorithm,
-dtype, element count, root, op, options; all-to-all's split sizes; or the
+dtype, element count, root, op, options (``channels=`` among them); all-to-all's split sizes; or the
 error its own arguments raised; for a tensor in symmetric memory, which
 rendezvous it lies in and at which offset (a load reads each peer at the
 reader's own offset, so every property the load/store schedule depends on is
@@ -40,7 +40,7 @@ def _id(value) -> int:
 
 _HEAD = 14
 _MAGIC_AT, MAGIC = 13, 0x6D63_6172_6773  # "mcargs": every descriptor carries it
-_NFIELDS = 11
+_NFIELDS = 12
 _MSG = 32  # int64 words of error message (256 bytes)
 _FIELDS = (
     "function",
@@ -54,6 +54,7 @@ _FIELDS = (
     "use of symmetric memory",
     "byte offset in symmetric memory",
     "symmetric memory allocation (its rendezvous)",
+    "channels",
 )
 
 
@@ -80,6 +81,7 @@ def _describe(fn, algorithm, meta, err, opts, p: int, placed=None) -> np.ndarray
         d[10], d[11] = placed.offset, placed.ident
     else:
         d[10] = d[11] = -1
+    d[12] = opts.channels or -1  # channels=, as the caller gave it (-1: the default)
     if meta is not None:
         d[1:10] = _fields(
             fn,
@@ -224,7 +226,13 @@ def agree(fn: str, me: int, table: np.ndarray) -> None:
     for i, what in enumerate(_FIELDS, start=1):
         col = table[:, i]
         if (col != col[0]).any():
-            known = names() if i < 10 else {-1: "not in symmetric memory"}
+            known = (
+                names()
+                if i < 10
+                else {-1: "default"}
+                if what == "channels"
+                else {-1: "not in symmetric memory"}
+            )
             shown = ", ".join(f"rank {r}: {known.get(int(v), v)}" for r, v in enumerate(col))
             raise ValueError(f"{fn} on rank {me}: ranks disagree on the {what} ({shown})")
 
