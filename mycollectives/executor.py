@@ -61,7 +61,7 @@ def workspace(transport, slot: str, numel: int, like: torch.Tensor) -> torch.Ten
     t = bufs.get(key)
     if t is None or t.numel() < numel:
         t = bufs[key] = torch.empty(max(numel, 1), dtype=like.dtype, device=like.device)
-    return t[:numel]
+    return t if t.numel() == numel else t[:numel]
 
 
 def wait_for(call, timeout: float, where: str, peer: int | None, what: str, note=flight.NOBODY):
@@ -166,12 +166,14 @@ class _Run:
         self.note.enter(schedule.algorithm, len(schedule.rounds), name)
 
     def view(self, buf: int, off: int, count: int) -> torch.Tensor:
-        return self.buffers[buf][off : off + count]
+        t = self.buffers[buf]
+        return t if off == 0 and count == t.numel() else t[off : off + count]  # each slice is a torch op
 
     def apply(self, data: torch.Tensor, pieces: list[Piece]) -> None:
         at = 0
         for buf, off, count, red in pieces:
-            part, into = data[at : at + count], self.view(buf, off, count)
+            part = data if count == data.numel() else data[at : at + count]
+            into = self.view(buf, off, count)
             if red:
                 self.combine(into, part)
             else:
@@ -196,7 +198,7 @@ class _Run:
                 recvs.append((Message(self.view(*pieces[0][:3]), peer), pieces, mode))
                 continue
             count = sum(p[2] for p in pieces)
-            recvs.append((Message(staging[at : at + count], peer), pieces, mode))
+            recvs.append((Message(staging if count == total else staging[at : at + count], peer), pieces, mode))
             at += count
         return recvs
 

@@ -79,17 +79,21 @@ def plan(schedule: Schedule, rank: int, strand: tuple[int, ...] = (-1,)) -> tupl
     :func:`strands`, only that strand's transfers (``(-1,)``: all of them)."""
     out, rails = [], schedule.params.get("local_size") or 1 << 30  # channels c and c + local share a rail
     everything = strand == (-1,)
-    for i, rnd in enumerate(schedule.rounds):
+    for i, (rnd, (by_src, src_at, by_dst, dst_at)) in enumerate(zip(schedule.rounds, _index(schedule))):
+        mine = np.concatenate(
+            [by_src[src_at[rank] : src_at[rank + 1]], by_dst[dst_at[rank] : dst_at[rank + 1]]]
+        )
+        if not everything and len(mine):
+            mine = mine[np.isin(rnd.channel[mine], strand)]
+        if not len(mine):
+            continue
         sends: dict[int, list[Piece]] = {}
         recvs: dict[int, list[Piece]] = {}
         local, reads, channel, tails = [], [], {}, {}
-        mine = (rnd.src == rank) | (rnd.dst == rank)
-        if not everything:
-            mine &= np.isin(rnd.channel, strand)
-        if not mine.any():
-            continue
-        rows = zip(*(getattr(rnd, c)[mine][_message_order(rnd, mine, rank)].tolist() for c in _COLUMNS))
-        for src, dst, sbuf, soff, dbuf, doff, count, red, ch in rows:
+        mine = mine[_message_order(rnd, mine, rank)]
+        for src, dst, sbuf, soff, dbuf, doff, count, red, ch in zip(
+            *(getattr(rnd, c)[mine].tolist() for c in _COLUMNS)
+        ):
             if src == rank and dst == rank:
                 local.append((sbuf, soff, dbuf, doff, count, red))
                 reads.append((sbuf, soff, count))
@@ -110,15 +114,31 @@ def plan(schedule: Schedule, rank: int, strand: tuple[int, ...] = (-1,)) -> tupl
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=8)
+def _index(schedule: Schedule) -> tuple:
+    """Per round, its transfers by rank: ``(by_src, src_at, by_dst, dst_at)``, rank ``r``'s rows
+    ``by_src[src_at[r]:src_at[r + 1]]`` where it sends (or copies), and the same where it receives from
+    another rank, in the round's order: each rank's plan then reads its own rows only."""
+    ranks, out = np.arange(schedule.world_size + 1), []
+    for r in schedule.rounds:
+        by_src = np.argsort(r.src, kind="stable")
+        remote = np.flatnonzero(r.src != r.dst)
+        by_dst = remote[np.argsort(r.dst[remote], kind="stable")]
+        out.append(
+            (by_src, np.searchsorted(r.src[by_src], ranks), by_dst, np.searchsorted(r.dst[by_dst], ranks))
+        )
+    return tuple(out)
+
+
 def _message_order(rnd, mine: np.ndarray, rank: int) -> np.ndarray:
-    """This rank's transfers of a round in the order it handles them: local copies as given, then each
-    message's pieces by where they land (``dbuf``, ``doff``), which sender and receiver both know, so
-    that both cut a message alike and the parts of one chunk, next to each other there, travel as
-    one piece (channels cut every chunk into parts)."""
+    """This rank's transfers of a round (rows ``mine``) in the order it handles them: local copies as
+    given, then each message's pieces by where they land (``dbuf``, ``doff``), which sender and receiver
+    both know, so that both cut a message alike and the parts of one chunk, next to each other there,
+    travel as one piece (channels cut every chunk into parts)."""
     src, dst = rnd.src[mine], rnd.dst[mine]
     kind = np.where(src == dst, 0, np.where(src == rank, 1, 2))
     peer = np.where(kind == 1, dst, np.where(kind == 2, src, 0))
-    at = np.where(kind == 0, np.arange(len(src)), rnd.doff[mine])
+    at = np.where(kind == 0, mine, rnd.doff[mine])
     return np.lexsort((at, np.where(kind == 0, 0, rnd.dbuf[mine]), peer, kind))
 
 

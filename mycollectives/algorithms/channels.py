@@ -114,7 +114,7 @@ def _laid(spec: Spec, build, sizes: np.ndarray, starts: np.ndarray, chunked: boo
         sub = dataclasses.replace(spec, channels=1, count=n_c, root=int(np.argsort(perm)[spec.root]))
         rounds = build(sub)
         layout = _layout(spec, sub, perm, sizes[:, c], starts[:, c])
-        if chunked and not channels and any(len(_cut_at(r, layout[0])) != len(r) for r in rounds):
+        if chunked and not channels and any(_crosses(r, layout[0]).any() for r in rounds):
             return None
         channels.append([_place(r, layout, tmp_at, perm, c) for r in rounds])
         tmp_at += max((_tmp_end(r) for r in rounds), default=0)
@@ -155,18 +155,26 @@ def _place(r: Round, layout, tmp_at: int, perm: np.ndarray, c: int) -> Round:
                  np.full(len(src), c, np.int64))  # fmt: skip
 
 
+def _crosses(r: Round, cum: np.ndarray) -> np.ndarray:
+    """Which transfers of ``r`` cross the end of a piece of the channel's ``WORK`` (``cum``), on either side."""
+
+    def across(buf, off):
+        return (buf == WORK) & (
+            np.searchsorted(cum, off, "right") != np.searchsorted(cum, off + r.count - 1, "right")
+        )
+
+    return across(r.sbuf, r.soff) | across(r.dbuf, r.doff)
+
+
 def _cut_at(r: Round, cum: np.ndarray) -> Round:
     """``r`` with every transfer cut where a piece of the channel's ``WORK`` ends (``cum``), on either side."""
+    if not _crosses(r, cum).any():
+        return r
     src, dst, sbuf, soff, dbuf, doff, count, red = (getattr(r, k) for k in _COLS)
 
     def piece(off):
         return np.searchsorted(cum, off, "right")
 
-    crosses = ((sbuf == WORK) & (piece(soff) != piece(soff + count - 1))) | (
-        (dbuf == WORK) & (piece(doff) != piece(doff + count - 1))
-    )
-    if not crosses.any():
-        return r
     rows = []
     for i in range(len(src)):
         so, do, left = int(soff[i]), int(doff[i]), int(count[i])

@@ -123,7 +123,7 @@ def handshake(t: Transport, fn, algorithm, meta, err, opts, heap=None) -> np.nda
         )
     mine = _describe(fn, algorithm, meta, err, opts, 0, heap)
     head = torch.from_numpy(np.concatenate([mine[:_HEAD], -mine[:_HEAD]])).to(t.device)
-    sched = schedule_for("all_reduce", "recursive_doubling", p, count=head.numel())
+    sched = _schedule("all_reduce", "recursive_doubling", p, head.numel())
     _exchange(sched, t, {WORK: head}, _largest, opts, fn)
     head = head.cpu().numpy()
     if head[_MAGIC_AT] != MAGIC or -head[_HEAD + _MAGIC_AT] != MAGIC:
@@ -134,6 +134,12 @@ def handshake(t: Transport, fn, algorithm, meta, err, opts, heap=None) -> np.nda
     if same:  # every rank calls the same all-to-all: gather the split sizes
         mine = _describe(fn, algorithm, meta, err, opts, p, heap)
     return _gather(t, mine, opts, fn)
+
+
+@functools.lru_cache(maxsize=64)
+def _schedule(collective: str, algorithm: str, p: int, count: int):
+    """The check's schedule, built once per shape (the executor's plans are cached per schedule)."""
+    return schedule_for(collective, algorithm, p, count=count)
 
 
 def _largest(acc: torch.Tensor, x: torch.Tensor) -> None:
@@ -152,7 +158,7 @@ def _gather(t: Transport, mine: np.ndarray, opts, fn: str) -> np.ndarray:
     p, width = t.world_size, len(mine)
     everyone = torch.zeros(p * width, dtype=torch.int64, device=t.device)
     everyone[t.rank * width : (t.rank + 1) * width] = torch.from_numpy(mine).to(t.device)
-    sched = schedule_for("all_gather", "bruck", p, count=width)
+    sched = _schedule("all_gather", "bruck", p, width)
     _exchange(sched, t, {WORK: everyone}, None, opts, fn)
     return everyone.cpu().numpy().reshape(p, width)
 

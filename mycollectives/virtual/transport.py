@@ -109,7 +109,10 @@ class VirtualWork:
         self.t, self.activity, self.tensor = transport, activity, tensor
 
     def land(self, data: torch.Tensor) -> None:
-        self.tensor.view(-1).copy_(data.view(-1))
+        into = self.tensor
+        if into.shape != data.shape:
+            into, data = into.view(-1), data.view(-1)
+        into.copy_(data)
 
     def is_completed(self) -> bool:
         return self.t.cluster.maestro.test(self.activity)
@@ -184,7 +187,7 @@ class VirtualTransport(TransportBase):
         maestro = self.cluster.maestro
         maestro.sync(actor)
         arrived = _m.Activity(f"send to rank {dst}")  # its what names the peer for errors
-        letter = _Letter(tensor.detach(), arrived)
+        letter = _Letter(tensor.detach() if tensor.requires_grad else tensor, arrived)
         arrived.then.append(letter.arrive)
         key = (self.namespace, self.rank, dst, tag)
         waiting = self.cluster.recvs[key]
