@@ -198,7 +198,9 @@ class _Run:
                 recvs.append((Message(self.view(*pieces[0][:3]), peer), pieces, mode))
                 continue
             count = sum(p[2] for p in pieces)
-            recvs.append((Message(staging if count == total else staging[at : at + count], peer), pieces, mode))
+            recvs.append(
+                (Message(staging if count == total else staging[at : at + count], peer), pieces, mode)
+            )
             at += count
         return recvs
 
