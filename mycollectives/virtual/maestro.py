@@ -142,21 +142,6 @@ class Maestro:
             actor.waiting = None
         actor.clock = max(actor.clock, activity.done_at)  # the next simcall lets the others catch up
 
-    def wait_any(self, actor: Actor, activities: list[Activity]) -> int:
-        """Block ``actor`` until one of ``activities`` is done; the index of the first done (ties:
-        the lowest index), its clock moved to that time."""
-        if all(a.done_at is None for a in activities):
-            self.sync(actor)
-        if all(a.done_at is None for a in activities):
-            first = Activity(f"{activities[0].what} (or {len(activities) - 1} more)")
-            for a in activities:
-                a.then.append(lambda at: first.done_at is None and self.fire(first, at))
-            self.wait(actor, first)
-        done = [(a.done_at, i) for i, a in enumerate(activities) if a.done_at is not None]
-        at, i = min(done)
-        actor.clock = max(actor.clock, at)
-        return i
-
     def test(self, activity: Activity) -> bool:
         """Whether ``activity`` is done by the calling actor's clock. A poll that finds it not done
         costs ``POLL`` seconds and lets the others run, so a loop that polls lets virtual time pass

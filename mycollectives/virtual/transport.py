@@ -219,8 +219,15 @@ class VirtualTransport(TransportBase):
         return work
 
     def wait_any(self, works: list[VirtualWork], timeout: float | None = None) -> int:
-        """The index of the first of ``works`` to complete in virtual time (``RunsChannelsApart``)."""
-        return self.cluster.maestro.wait_any(_m.current(), [w.activity for w in works])
+        """The index of the first of ``works`` to complete in virtual time (``RunsChannelsApart``; ties:
+        the lowest index): one activity, done when the first of theirs is, is waited for."""
+        maestro, acts = self.cluster.maestro, [w.activity for w in works]
+        if all(a.done_at is None for a in acts):
+            first = _m.Activity(f"{acts[0].what} (or {len(acts) - 1} more)")
+            for a in acts:
+                a.then.append(lambda at: first.done_at is None and maestro.fire(first, at))
+            maestro.wait(_m.current(), first)
+        return min((a.done_at, i) for i, a in enumerate(acts) if a.done_at is not None)[1]
 
     def _match(self, work: VirtualWork, letter: _Letter, src: int) -> None:
         """A receive meets the message from rank ``src``: done when the message has arrived (now, if it has)."""
