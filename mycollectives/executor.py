@@ -17,6 +17,13 @@ where the receiver can read them (shared memory; ``transport.contract``)
 hands them over with ``held()``: the message is applied from there, with no
 staging copy, and ``release()`` gives the space back.
 
+A schedule cut into channels (``algorithms/channels.py``) runs, on a
+transport that declares ``channels_apart`` (the virtual cluster), as NCCL
+runs its channels: each *strand* (``plan.strands``: the channels whose rings
+or trees join the same ranks) goes through its own rounds at its own pace,
+and the call ends when its last strand does (:meth:`_Run.apart`). Elsewhere
+round ``i`` of every channel runs together.
+
 Waiting is bounded: if a peer does not answer within the timeout, the error
 names the collective, algorithm, round and peer.
 """
@@ -31,7 +38,7 @@ import torch
 
 from . import flight
 from .errors import CollectiveTimeout, DeadlockError, PeerError
-from .plan import Blocks, Piece, RoundPlan, cut, overlaps, plan, writes  # noqa: F401 (Blocks, writes re-exported)
+from .plan import Blocks, Piece, RoundPlan, cut, plan, strands, writes  # noqa: F401 (Blocks, writes re-exported)
 from .schedule import BUFFERS, Schedule
 from .transport.base import Label, Message, TransportDeadlock, TransportPeerError, TransportTimeout
 from .transport.contract import capabilities
@@ -54,7 +61,7 @@ def workspace(transport, slot: str, numel: int, like: torch.Tensor) -> torch.Ten
     t = bufs.get(key)
     if t is None or t.numel() < numel:
         t = bufs[key] = torch.empty(max(numel, 1), dtype=like.dtype, device=like.device)
-    return t[:numel]
+    return t if t.numel() == numel else t[:numel]
 
 
 def wait_for(call, timeout: float, where: str, peer: int | None, what: str, note=flight.NOBODY):
@@ -84,7 +91,8 @@ def apply(data: torch.Tensor, pieces: list[Piece], view, combine) -> None:
     """Copy or reduce ``data``, the pieces end to end, into where each lands (``view(buf, off, count)``)."""
     at = 0
     for buf, off, count, red in pieces:
-        part, into = data[at : at + count], view(buf, off, count)
+        part = data if count == data.numel() else data[at : at + count]  # each slice is a torch op
+        into = view(buf, off, count)
         if red:
             combine(into, part)
         else:
@@ -130,32 +138,42 @@ def execute(
     """Run ``transport.rank``'s part of ``schedule`` on flat, contiguous ``buffers``
     (or :class:`Blocks` of them). ``combine(acc, x)`` folds ``x`` into ``acc``."""
     name = label or schedule.collective
-    run = _Run(schedule, transport, buffers, combine, timeout or transport.timeout, name)
+    caps = capabilities(transport)
+    if not caps.messages:
+        raise ValueError(
+            f"{name} on rank {transport.rank}: {type(transport).__name__} declares no messages; "
+            "it cannot run a schedule by sending and receiving"
+        )
+    run = _Run(schedule, transport, buffers, combine, timeout or transport.timeout, name, caps)
     sizes = {b: t.size for b, t in buffers.items() if isinstance(t, Blocks)}
-    for rp in plan(schedule, transport.rank):
-        run.note.round = rp.index
-        run.round(cut(rp, sizes) if sizes else rp)
+    apart = strands(schedule) if caps.channels_apart else ((-1,),)
+    plans = [plan(schedule, transport.rank, s) for s in apart]
+    if sizes:
+        plans = [[cut(rp, sizes) for rp in rounds] for rounds in plans]
+    if len(plans) == 1:
+        for rp in plans[0]:
+            for _ in run.round(rp):  # each wait happens in the round itself
+                pass
+    else:
+        run.apart(plans)
 
 
 class _Run:
     """One rank's run of one schedule: its buffers, and how a round goes."""
 
-    def __init__(self, schedule: Schedule, transport, buffers: dict, combine, timeout: float, name: str):
+    def __init__(
+        self, schedule: Schedule, transport, buffers: dict, combine, timeout: float, name: str, caps
+    ):
         self.schedule, self.transport, self.buffers, self.combine = schedule, transport, buffers, combine
         self.timeout, self.name, self.me = timeout, name, transport.rank
-        caps = capabilities(transport)  # read once per call
-        if not caps.messages:
-            raise ValueError(
-                f"{name} on rank {self.me}: {type(transport).__name__} declares no messages; "
-                "it cannot run a schedule by sending and receiving"
-            )
         self.like = next(iter(buffers.values()))
         self.in_place = caps.read_in_place  # held() and release() (ReadsInPlace)
         self.note = flight.current()
         self.note.enter(schedule.algorithm, len(schedule.rounds), name)
 
     def view(self, buf: int, off: int, count: int) -> torch.Tensor:
-        return self.buffers[buf][off : off + count]
+        t = self.buffers[buf]
+        return t if off == 0 and count == t.numel() else t[off : off + count]  # each slice is a torch op
 
     def apply(self, data: torch.Tensor, pieces: list[Piece]) -> None:
         apply(data, pieces, self.view, self.combine)
@@ -166,37 +184,42 @@ class _Run:
             return self.view(*pieces[0][:3])
         return torch.cat([self.view(b, o, c) for b, o, c, _ in pieces])
 
-    def receives(self, rp: RoundPlan) -> list[tuple[Message, list[Piece], str]]:
+    def receives(self, rp: RoundPlan, strand: int) -> list[tuple[Message, list[Piece], str]]:
         """Each receive of the round, with where it lands: ``direct`` (in place),
         ``now`` (staged, applied on arrival) or ``late`` (staged, applied at the
         round's end: it lands on data this rank still sends)."""
         total = sum(p[2] for _, pieces in rp.recvs for p in pieces)
-        staging, at, recvs = workspace(self.transport, "staging", total, self.like), 0, []
-        for peer, pieces in rp.recvs:
-            if len(pieces) == 1 and not pieces[0][3] and not overlaps(pieces[0], rp.reads):
-                recvs.append((Message(self.view(*pieces[0][:3]), peer), pieces, "direct"))
+        slot = f"staging {strand}" if strand else "staging"  # strands in flight at once stage apart
+        staging, at, recvs = workspace(self.transport, slot, total, self.like), 0, []
+        for (peer, pieces), mode in zip(rp.recvs, rp.modes):
+            if mode == "direct":
+                recvs.append((Message(self.view(*pieces[0][:3]), peer), pieces, mode))
                 continue
             count = sum(p[2] for p in pieces)
-            late = any(overlaps(p, rp.reads) for p in pieces)
-            recvs.append((Message(staging[at : at + count], peer), pieces, "late" if late else "now"))
+            recvs.append(
+                (Message(staging if count == total else staging[at : at + count], peer), pieces, mode)
+            )
             at += count
         return recvs
 
-    def round(self, rp: RoundPlan) -> None:
-        """Post the round's messages, apply each receive as it arrives, wait for the sends, copy, settle."""
+    def round(self, rp: RoundPlan, strand: int = 0):
+        """Post the round's messages, apply each receive as it arrives, wait for the sends, copy, settle.
+        A generator: it yields ``(work, peer, what, where)`` before each wait (see :meth:`apart`)."""
         s, t = self.schedule, self.transport
+        self.note.round = rp.index
         where = f"{self.name} ({s.algorithm}) on rank {self.me}: round {rp.index} of {len(s.rounds)}"
-        recvs = self.receives(rp)
+        recvs = self.receives(rp, strand)
         sends = [
             Message(self.packed(pieces), peer, tuple((BUFFERS[b], o, c) for b, o, c, _ in pieces), ch)
             for (peer, pieces), ch in zip(rp.sends, rp.channels or [-1] * len(rp.sends))
         ]
         post = functools.partial(
-            t.exchange, sends, [m for m, _, _ in recvs], Label(self.name, s.algorithm, rp.index)
+            t.exchange, sends, [m for m, _, _ in recvs], Label(self.name, s.algorithm, rp.index, strand)
         )
         send_works, recv_works = wait_for(lambda _: post(), self.timeout, where, None, "post to", self.note)
         deferred = []
         for (msg, pieces, mode), work in zip(recvs, recv_works):
+            yield work, msg.peer, "receive from", where
             if mode == "now" and self.in_place:  # read where the transport holds it (shared memory)
                 data = wait_for(
                     functools.partial(t.held, work), self.timeout, where, msg.peer, "receive from", self.note
@@ -211,7 +234,36 @@ class _Run:
             elif mode == "late":
                 deferred.append((msg.peer, msg.tensor, pieces))
         for msg, work in zip(sends, send_works):
+            yield work, msg.peer, "send to", where
             wait_for(work.wait, self.timeout, where, msg.peer, "send to", self.note)
         for sbuf, soff, dbuf, doff, count, red in rp.local:
             self.apply(self.view(sbuf, soff, count), [(dbuf, doff, count, red)])
         settle(deferred, self.me, self.view, self.combine)
+
+    def strand(self, rounds, s: int):
+        for rp in rounds:
+            yield from self.round(rp, s)
+
+    def apart(self, plans: list) -> None:
+        """Run each strand's rounds (``plans[s]``) at its own pace, as NCCL runs its channels: every
+        strand's first round is posted, then whichever strand's awaited message the transport says is
+        in (``wait_any``) goes on, up to its next wait; the call ends when its last strand ends."""
+        heads: dict[int, tuple] = {}
+
+        def step(s: int, steps) -> None:
+            item = next(steps, None)
+            if item is None:
+                heads.pop(s, None)
+            else:
+                heads[s] = (steps, item)
+
+        for s, rounds in enumerate(plans):
+            step(s, self.strand(rounds, s))
+        while heads:
+            order = list(heads)
+            works = [heads[s][1][0] for s in order]
+            _, peer, what, where = heads[order[0]][1]
+            i = wait_for(
+                functools.partial(self.transport.wait_any, works), self.timeout, where, peer, what, self.note
+            )
+            step(order[i], heads[order[i]][0])

@@ -12,15 +12,18 @@ tensors end.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from .schedule import Schedule
 
 Piece = tuple[int, int, int, bool]  # (buffer, offset, count, reduce)
+_COLUMNS = ("src", "dst", "sbuf", "soff", "dbuf", "doff", "count", "reduce", "channel")
 
 
 @dataclass
@@ -33,17 +36,64 @@ class RoundPlan:
     channels: list[int] = dataclasses.field(
         default_factory=list
     )  # per send: its pieces' channel, -1 if mixed
+    modes: list[str] = dataclasses.field(default_factory=list)  # per receive: where it lands (modes())
+
+    def __post_init__(self) -> None:
+        if not self.modes:
+            self.modes = modes(self.recvs, self.reads)
+
+
+@functools.lru_cache(maxsize=256)
+def strands(schedule: Schedule) -> tuple[tuple[int, ...], ...]:
+    """The schedule's channels grouped into *strands*, each a set of channels whose rounds join the
+    same pairs of ranks (on one node, every channel of a ring; between nodes, each channel's ring
+    enters a node elsewhere, so each is its own). A strand's rounds can run at their own pace, as
+    NCCL's channels do; the channels of one strand would keep in step anyway, and travel together.
+    One strand, ``((-1,),)``, where the schedule was not cut into channels."""
+    chans = np.unique(np.concatenate([r.channel for r in schedule.rounds])) if schedule.rounds else []
+    if len(chans) < 2 or chans[0] < 0:
+        return ((-1,),)
+    p, k = schedule.world_size, int(chans[-1]) + 1
+    sig = np.zeros((len(schedule.rounds), 2, k))  # per round, a 52-bit hash of each channel's pairs
+    for i, r in enumerate(schedule.rounds):
+        h = _mix((r.src * p + r.dst).astype(np.uint64))
+        sig[i, 0] = np.bincount(r.channel, weights=(h >> np.uint64(38)).astype(np.float64), minlength=k)
+        sig[i, 1] = np.bincount(r.channel, weights=(h & np.uint64(0x3FFFFFF)).astype(np.float64), minlength=k)
+    groups: dict[bytes, list[int]] = {}
+    for c in chans.tolist():
+        groups.setdefault(sig[:, :, c].tobytes(), []).append(c)
+    return tuple(tuple(g) for g in groups.values())
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser (Steele et al. 2014): each value to 64 well-mixed bits."""
+    with np.errstate(over="ignore"):
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
 
 
 @functools.lru_cache(maxsize=1024)
-def plan(schedule: Schedule, rank: int) -> tuple[RoundPlan, ...]:
-    """This rank's view of the schedule: what to send, receive and copy, per round."""
+def plan(schedule: Schedule, rank: int, strand: tuple[int, ...] = (-1,)) -> tuple[RoundPlan, ...]:
+    """This rank's view of the schedule: what to send, receive and copy, per round; given one of
+    :func:`strands`, only that strand's transfers (``(-1,)``: all of them)."""
     out, rails = [], schedule.params.get("local_size") or 1 << 30  # channels c and c + local share a rail
-    for i, rnd in enumerate(schedule.rounds):
+    everything = strand == (-1,)
+    for i, (rnd, (by_src, src_at, by_dst, dst_at)) in enumerate(zip(schedule.rounds, _index(schedule))):
+        mine = np.concatenate(
+            [by_src[src_at[rank] : src_at[rank + 1]], by_dst[dst_at[rank] : dst_at[rank + 1]]]
+        )
+        if not everything and len(mine):
+            mine = mine[np.isin(rnd.channel[mine], strand)]
+        if not len(mine):
+            continue
         sends: dict[int, list[Piece]] = {}
         recvs: dict[int, list[Piece]] = {}
         local, reads, channel, tails = [], [], {}, {}
-        for (src, dst, sbuf, soff, dbuf, doff, count, red), ch in zip(rnd.transfers(), rnd.channel.tolist()):
+        mine = mine[_message_order(rnd, mine, rank)]
+        for src, dst, sbuf, soff, dbuf, doff, count, red, ch in zip(
+            *(getattr(rnd, c)[mine].tolist() for c in _COLUMNS)
+        ):
             if src == rank and dst == rank:
                 local.append((sbuf, soff, dbuf, doff, count, red))
                 reads.append((sbuf, soff, count))
@@ -62,6 +112,60 @@ def plan(schedule: Schedule, rank: int) -> tuple[RoundPlan, ...]:
                 )
             )
     return tuple(out)
+
+
+@functools.lru_cache(maxsize=8)
+def _index(schedule: Schedule) -> tuple:
+    """Per round, its transfers by rank: ``(by_src, src_at, by_dst, dst_at)``, rank ``r``'s rows
+    ``by_src[src_at[r]:src_at[r + 1]]`` where it sends (or copies), and the same where it receives from
+    another rank, in the round's order: each rank's plan then reads its own rows only."""
+    ranks, out = np.arange(schedule.world_size + 1), []
+    for r in schedule.rounds:
+        by_src = np.argsort(r.src, kind="stable")
+        remote = np.flatnonzero(r.src != r.dst)
+        by_dst = remote[np.argsort(r.dst[remote], kind="stable")]
+        out.append(
+            (by_src, np.searchsorted(r.src[by_src], ranks), by_dst, np.searchsorted(r.dst[by_dst], ranks))
+        )
+    return tuple(out)
+
+
+def _message_order(rnd, mine: np.ndarray, rank: int) -> np.ndarray:
+    """This rank's transfers of a round (rows ``mine``) in the order it handles them: local copies as
+    given, then each message's pieces by where they land (``dbuf``, ``doff``), which sender and receiver
+    both know, so that both cut a message alike and the parts of one chunk, next to each other there,
+    travel as one piece (channels cut every chunk into parts)."""
+    src, dst = rnd.src[mine], rnd.dst[mine]
+    kind = np.where(src == dst, 0, np.where(src == rank, 1, 2))
+    peer = np.where(kind == 1, dst, np.where(kind == 2, src, 0))
+    at = np.where(kind == 0, mine, rnd.doff[mine])
+    return np.lexsort((at, np.where(kind == 0, 0, rnd.dbuf[mine]), peer, kind))
+
+
+def modes(recvs: list[tuple[int, list[Piece]]], reads: list[tuple[int, int, int]]) -> list[str]:
+    """Where each receive lands: ``direct`` (one piece, copied onto data nobody reads this round: in
+    place), ``late`` (onto data this rank still sends this round: staged, applied at the round's end)
+    or ``now`` (staged, applied on arrival)."""
+    spans: dict[int, tuple[list[int], list[int]]] = {}
+    for buf, off, count in sorted(reads):
+        starts, ends = spans.setdefault(buf, ([], []))
+        if ends and off <= ends[-1]:
+            ends[-1] = max(ends[-1], off + count)
+        else:
+            starts.append(off)
+            ends.append(off + count)
+
+    def read(piece: Piece) -> bool:
+        buf, off, count, _ = piece
+        starts, ends = spans.get(buf, ((), ()))
+        i = bisect.bisect_left(starts, off + count) - 1
+        return i >= 0 and ends[i] > off
+
+    out = []
+    for _, pieces in recvs:
+        hit = any(read(p) for p in pieces)
+        out.append("late" if hit else "direct" if len(pieces) == 1 and not pieces[0][3] else "now")
+    return out
 
 
 def _add(msgs: dict, tails: dict, key: tuple, piece: Piece, far: tuple[int, int]) -> None:

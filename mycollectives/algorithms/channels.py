@@ -8,9 +8,11 @@ through its own NIC. :func:`cut` does that to any schedule of the menu:
 * the data: channel ``c`` gets part ``c`` of :func:`~mycollectives.schedule.split`
   of each of ``p`` chunks of the vector (so that a ring's chunk, cut into ``k``
   parts, still lies in one place and travels as one piece when the channels'
-  peers coincide, ``plan.py``), or of every rank's block for blocked
-  collectives; a count not divisible by ``k`` gives parts that differ by one
-  element, and a channel with no elements is left out;
+  peers coincide, ``plan.py``), or, for an algorithm whose transfers do not keep
+  to those chunks (a tree's segments), part ``c`` of the whole vector, or of
+  every rank's block for blocked collectives; a count not divisible by ``k``
+  gives parts that differ by one element, and a channel with no elements is
+  left out;
 * the ranks: on more than one node (``Spec.local_size`` ranks per node)
   channel ``c``'s copy is laid on the ranks rotated by ``c`` inside every
   node, so a ring's hop between nodes leaves each node from local rank
@@ -83,23 +85,37 @@ def cut(spec: Spec, build: Callable[[Spec], list[Round]]) -> list[Round]:
         raise ValueError(
             f"{spec.collective} runs its pairs as NCCL's send/recv do, on one channel: channels must be 1"
         )
+    parts = split(n, k)
     if record.blocked:  # part c of every rank's block
-        parts = split(n, k)
-        sizes, starts = np.tile(parts.counts, (p, 1)), np.tile(parts.offsets, (p, 1))
-    else:  # part c of each of p chunks of the vector, so that a ring's chunk stays in one place
-        chunks = split(n, p)
-        cut_up = [split(int(size), k, int(at)) for at, size in zip(chunks.offsets, chunks.counts)]
-        sizes = np.array([x.counts for x in cut_up]).reshape(p, k)
-        starts = np.array([x.offsets for x in cut_up]).reshape(p, k)
-    tmp_at, channels = 0, []
+        return _laid(spec, build, np.tile(parts.counts, (p, 1)), np.tile(parts.offsets, (p, 1)))
+    chunks = split(
+        n, p
+    )  # part c of each of p chunks of the vector, so that a ring's chunk stays in one place
+    cut_up = [split(int(size), k, int(at)) for at, size in zip(chunks.offsets, chunks.counts)]
+    sizes = np.array([x.counts for x in cut_up]).reshape(p, k)
+    starts = np.array([x.offsets for x in cut_up]).reshape(p, k)
+    rounds = _laid(spec, build, sizes, starts, chunked=True)
+    if rounds is not None:
+        return rounds
+    sizes = np.zeros((p, k), np.int64)  # an algorithm that does not work in p chunks (a tree, recursive
+    sizes[0] = parts.counts  # doubling): channel c takes part c of the vector, in one piece
+    return _laid(spec, build, sizes, np.tile(parts.offsets, (p, 1)))
+
+
+def _laid(spec: Spec, build, sizes: np.ndarray, starts: np.ndarray, chunked: bool = False):
+    """The channels' rounds, channel ``c``'s data in pieces ``sizes[:, c]`` at ``starts[:, c]``; with
+    ``chunked``, None where the first channel's transfers cross its pieces (it works in other units)."""
+    k, p, tmp_at, channels = spec.channels, spec.world_size, 0, []
     for c in range(k):
-        n_c = int(sizes[:, c].sum()) if not record.blocked else int(sizes[0, c])
+        n_c = int(sizes[0, c]) if spec.record.blocked else int(sizes[:, c].sum())
         if n_c == 0:
             continue
         perm = permutation(p, spec.local_size, c)
         sub = dataclasses.replace(spec, channels=1, count=n_c, root=int(np.argsort(perm)[spec.root]))
         rounds = build(sub)
         layout = _layout(spec, sub, perm, sizes[:, c], starts[:, c])
+        if chunked and not channels and any(_crosses(r, layout[0]).any() for r in rounds):
+            return None
         channels.append([_place(r, layout, tmp_at, perm, c) for r in rounds])
         tmp_at += max((_tmp_end(r) for r in rounds), default=0)
     return in_parallel(*channels)
@@ -139,18 +155,26 @@ def _place(r: Round, layout, tmp_at: int, perm: np.ndarray, c: int) -> Round:
                  np.full(len(src), c, np.int64))  # fmt: skip
 
 
+def _crosses(r: Round, cum: np.ndarray) -> np.ndarray:
+    """Which transfers of ``r`` cross the end of a piece of the channel's ``WORK`` (``cum``), on either side."""
+
+    def across(buf, off):
+        return (buf == WORK) & (
+            np.searchsorted(cum, off, "right") != np.searchsorted(cum, off + r.count - 1, "right")
+        )
+
+    return across(r.sbuf, r.soff) | across(r.dbuf, r.doff)
+
+
 def _cut_at(r: Round, cum: np.ndarray) -> Round:
     """``r`` with every transfer cut where a piece of the channel's ``WORK`` ends (``cum``), on either side."""
+    if not _crosses(r, cum).any():
+        return r
     src, dst, sbuf, soff, dbuf, doff, count, red = (getattr(r, k) for k in _COLS)
 
     def piece(off):
         return np.searchsorted(cum, off, "right")
 
-    crosses = ((sbuf == WORK) & (piece(soff) != piece(soff + count - 1))) | (
-        (dbuf == WORK) & (piece(doff) != piece(doff + count - 1))
-    )
-    if not crosses.any():
-        return r
     rows = []
     for i in range(len(src)):
         so, do, left = int(soff[i]), int(doff[i]), int(count[i])

@@ -1,7 +1,7 @@
 """The argument check every collective makes across ranks (the *handshake*).
 
 Every rank all-gathers a small descriptor of its call: function, algorithm,
-dtype, element count, root, op, options; all-to-all's split sizes; or the
+dtype, element count, root, op, options (``channels=`` among them); all-to-all's split sizes; or the
 error its own arguments raised; for a tensor in symmetric memory, which
 rendezvous it lies in and at which offset (every rank must use the same
 rendezvous; offsets may differ, since a load reads each peer at that peer's
@@ -41,7 +41,7 @@ def _id(value) -> int:
 
 _HEAD = 14
 _MAGIC_AT, MAGIC = 13, 0x6D63_6172_6773  # "mcargs": every descriptor carries it
-_NFIELDS = 11
+_NFIELDS = 12
 _OFFSET_AT = 10  # the byte offset in symmetric memory: carried, not required to agree
 _AGREED = [i for i in range(1, 1 + _NFIELDS) if i != _OFFSET_AT]
 _MSG = 32  # int64 words of error message (256 bytes)
@@ -57,6 +57,7 @@ _FIELDS = (
     "use of symmetric memory",
     "byte offset in symmetric memory",
     "symmetric memory allocation (its rendezvous)",
+    "channels",
 )
 
 
@@ -83,6 +84,7 @@ def _describe(fn, algorithm, meta, err, opts, p: int, placed=None) -> np.ndarray
         d[_OFFSET_AT], d[11] = placed.offset, placed.ident
     else:
         d[_OFFSET_AT] = d[11] = -1
+    d[12] = opts.channels or -1  # channels=, as the caller gave it (-1: the default)
     if meta is not None:
         d[1:10] = _fields(
             fn,
@@ -124,7 +126,7 @@ def handshake(t: Transport, fn, algorithm, meta, err, opts, heap=None) -> np.nda
         )
     mine = _describe(fn, algorithm, meta, err, opts, 0, heap)
     head = torch.from_numpy(np.concatenate([mine[:_HEAD], -mine[:_HEAD]])).to(t.device)
-    sched = schedule_for("all_reduce", "recursive_doubling", p, count=head.numel())
+    sched = _schedule("all_reduce", "recursive_doubling", p, head.numel())
     _exchange(sched, t, {WORK: head}, _largest, opts, fn)
     head = head.cpu().numpy()
     if head[_MAGIC_AT] != MAGIC or -head[_HEAD + _MAGIC_AT] != MAGIC:
@@ -135,6 +137,12 @@ def handshake(t: Transport, fn, algorithm, meta, err, opts, heap=None) -> np.nda
     if same:  # every rank calls the same all-to-all: gather the split sizes
         mine = _describe(fn, algorithm, meta, err, opts, p, heap)
     return _gather(t, mine, opts, fn)
+
+
+@functools.lru_cache(maxsize=64)
+def _schedule(collective: str, algorithm: str, p: int, count: int):
+    """The check's schedule, built once per shape (the executor's plans are cached per schedule)."""
+    return schedule_for(collective, algorithm, p, count=count)
 
 
 def _largest(acc: torch.Tensor, x: torch.Tensor) -> None:
@@ -153,7 +161,7 @@ def _gather(t: Transport, mine: np.ndarray, opts, fn: str) -> np.ndarray:
     p, width = t.world_size, len(mine)
     everyone = torch.zeros(p * width, dtype=torch.int64, device=t.device)
     everyone[t.rank * width : (t.rank + 1) * width] = torch.from_numpy(mine).to(t.device)
-    sched = schedule_for("all_gather", "bruck", p, count=width)
+    sched = _schedule("all_gather", "bruck", p, width)
     _exchange(sched, t, {WORK: everyone}, None, opts, fn)
     return everyone.cpu().numpy().reshape(p, width)
 
@@ -229,7 +237,13 @@ def agree(fn: str, me: int, table: np.ndarray) -> None:
             continue
         col = table[:, i]
         if (col != col[0]).any():
-            known = names() if i < 10 else {-1: "not in symmetric memory"}
+            known = (
+                names()
+                if i < 10
+                else {-1: "default"}
+                if what == "channels"
+                else {-1: "not in symmetric memory"}
+            )
             shown = ", ".join(f"rank {r}: {known.get(int(v), v)}" for r, v in enumerate(col))
             raise ValueError(f"{fn} on rank {me}: ranks disagree on the {what} ({shown})")
 

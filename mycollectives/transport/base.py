@@ -96,6 +96,7 @@ class Label:
     collective: str = "p2p"
     algorithm: str = ""
     round: int = -1
+    strand: int = 0  # which strand of the call's channels (``plan.strands``), where they run apart
 
 
 @dataclass
@@ -169,6 +170,11 @@ class TransportBase:
         recv_works = [self.irecv(m.tensor, m.peer, COLLECTIVE_TAG, label) for m in recvs]
         send_works = [self.isend(m.tensor, m.peer, COLLECTIVE_TAG, label) for m in sends]
         return send_works, recv_works
+
+    def wait_any(self, works: list, timeout: float | None = None) -> int:
+        """The index of a complete one of ``works`` (``contract.RunsChannelsApart``); by default the
+        first, for the caller to wait on: only a transport declaring ``channels_apart`` is asked."""
+        return 0
 
     def group_rank(self, rank: int) -> int:
         """The rank within this communicator of a rank as the caller names it (itself, by default)."""

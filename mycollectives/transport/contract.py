@@ -9,7 +9,8 @@ two methods: the executor then reduces straight from there, with no copy.
 One whose ranks share an address space and keep a heap of symmetric memory
 themselves (the virtual cluster's threads) declares ``heap_loads`` and
 ``hosts_heap`` and offers :class:`HostsHeap`'s ``join_heap``, the
-rendezvous; its handles may declare ``prices_loads`` and offer
+rendezvous. One that declares ``channels_apart`` (the virtual cluster) has
+each strand of a call's channels run at its own pace (:class:`RunsChannelsApart`). Its handles may declare ``prices_loads`` and offer
 :class:`PricesLoads`, which the load/store path tells what each round reads.
 """
 
@@ -27,6 +28,7 @@ class Capabilities:
     heap_loads: bool = False  # its group can rendezvous symmetric memory (the load/store path)
     read_in_place: bool = False  # offers held() and release() (ReadsInPlace)
     hosts_heap: bool = False  # offers join_heap() (HostsHeap): its own rendezvous of symmetric memory
+    channels_apart: bool = False  # runs a call's strands of channels apart (RunsChannelsApart)
 
 
 class ReadsInPlace(Protocol):
@@ -49,6 +51,17 @@ class HostsHeap(Protocol):
         """The handle of ``block`` (a :class:`~mycollectives.symmetric.heap.Block`, None where this
         rank's tensor is outside the heap) mapped on every rank of the group; collective. ``control``:
         the group's control block (the argument check's). Raises ``ValueError`` on every rank alike."""
+        ...
+
+
+class RunsChannelsApart(Protocol):
+    """A transport on which the executor runs each strand of a call's channels (``plan.strands``) at
+    its own pace, as NCCL's channels run: ``exchange`` keeps each strand's messages apart (a round's
+    :class:`~mycollectives.transport.base.Label` names its strand), and :meth:`wait_any` says which
+    strand may go on. Others run a call's channels round by round together."""
+
+    def wait_any(self, works: list, timeout: float | None = None) -> int:
+        """The index of one of ``works`` that is complete (waiting until one is)."""
         ...
 
 

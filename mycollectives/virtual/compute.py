@@ -150,6 +150,12 @@ class Charge(TorchDispatchMode):
         self.bytes = 0.0
         self.ops = 0
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        """No: torch then wraps every op's dispatch here in a guard against torch.compile, which a virtual
+        run refuses anyway; the guard costs each op, and its first call imports torch._dynamo (seconds)."""
+        return False
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
@@ -193,7 +199,7 @@ def paused():
     the thread's dispatch modes are set aside, so those ops also skip the mode's Python overhead."""
     _here.paused = getattr(_here, "paused", 0) + 1
     try:
-        if _here.paused == 1 and _torch_dispatch_mode_active():
+        if _torch_dispatch_mode_active():  # a collective's own (its reductions') too: copies are not those
             with _disable_current_modes():
                 yield
         else:
@@ -211,10 +217,14 @@ class _Reductions(TorchDispatchMode):
         super().__init__()
         self.c, self.actor = charge, actor
 
+    _should_skip_dynamo = Charge._should_skip_dynamo
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
         name = func.name().split(".")[0]
+        out = _without_data(name, args, kwargs)
+        if out is None:
+            out = func(*args, **kwargs)
         if func.is_view or name in _FREE_OPS or name in _MOVES or func.namespace in _HOST_NAMESPACES:
             return out
         if self.actor.state.get("free"):  # the argument check's combine (virtual/transport.py): bookkeeping
@@ -223,6 +233,25 @@ class _Reductions(TorchDispatchMode):
         # no floor: the reductions run inside the collective's kernel, as NCCL's do, not as kernels of their own
         self.actor.clock += nbytes / (self.c.roof.bandwidth * self.c.rates.hbm) * self.c.slow
         return out
+
+
+def _without_data(name: str, args, kwargs) -> torch.Tensor | None:
+    """What a collective's op on meta tensors (a data-free run) gives, without running torch's meta
+    kernels (Python, slow): an op into a tensor (``add_``, ``copy_``, ``out=``) gives that tensor, a flat
+    ``cat`` a new one of the total length; None where it must run."""
+    tensors = [a for a in args if isinstance(a, torch.Tensor)] + [
+        v for v in kwargs.values() if isinstance(v, torch.Tensor)
+    ]
+    if name == "aten::cat" and args and isinstance(args[0], (list, tuple)) and len(args) == 1 and not kwargs:
+        parts = args[0]
+        if parts and all(t.is_meta and t.dim() == 1 and t.dtype == parts[0].dtype for t in parts):
+            return torch.empty(sum(t.numel() for t in parts), dtype=parts[0].dtype, device="meta")
+        return None
+    if not tensors or not all(t.is_meta for t in tensors):
+        return None
+    if "out" in kwargs:
+        return kwargs["out"]
+    return args[0] if name.endswith("_") and isinstance(args[0], torch.Tensor) else None
 
 
 _MOVES = frozenset("aten::" + n for n in "copy_ clone cat _to_copy contiguous slice narrow".split())

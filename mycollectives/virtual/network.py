@@ -29,10 +29,11 @@ INF = float("inf")
 
 
 class Flow:
-    __slots__ = ("id", "links", "nbytes", "left", "rate", "finish", "done")
+    __slots__ = ("id", "links", "nbytes", "left", "since", "rate", "finish", "done")
 
     def __init__(self, fid: int, links: np.ndarray, nbytes: int, done: Activity):
         self.id, self.links, self.nbytes, self.left = fid, links, float(nbytes), float(nbytes)
+        self.since = 0.0  # when ``left`` was last brought up to date (its rate changes only then)
         self.rate, self.finish, self.done = 0.0, INF, done
 
 
@@ -44,6 +45,7 @@ class Network:
         self.now = 0.0
         self._starting: list[tuple[float, int, Flow]] = []  # (time the latency is over, id, flow)
         self._active: list[Flow] = []
+        self._soonest = INF  # when the first flow in flight finishes
         self._routes: dict[tuple[int, int], np.ndarray] = {}
         self._latency: dict[tuple[int, int], float] = {}
         self._ids = 0
@@ -91,23 +93,18 @@ class Network:
 
     def next_time(self) -> float:
         t = self._starting[0][0] if self._starting else INF
-        for f in self._active:
-            if f.finish < t:
-                t = f.finish
-        return t
+        return min(t, self._soonest)
 
     def advance(self, t: float, maestro) -> None:
         """Move every flow to virtual time ``t`` (no event lies before it); fire what ends there."""
-        dt = t - self.now
         changed = False
-        if self._active and dt >= 0:  # dt 0: a flow due now still ends (else a run can stall)
+        if self._active and t >= self._soonest:  # a flow due now still ends (else a run can stall)
             keep = []
             for f in self._active:
                 if f.finish <= t:
                     maestro.fire(f.done, f.finish)
                     changed = True
                 else:
-                    f.left -= f.rate * dt
                     keep.append(f)
             self._active = keep
         self.now = max(self.now, t)
@@ -116,10 +113,13 @@ class Network:
             if f.left <= 0 or not len(f.links):
                 maestro.fire(f.done, self.now)
                 continue
+            f.since = self.now
             self._active.append(f)
             changed = True
         if changed and self._active:
             self._reshare()
+        elif not self._active:
+            self._soonest = INF
 
     def _reshare(self) -> None:
         """Max-min fair rates of the flows in flight, and when each would finish at them."""
@@ -129,6 +129,10 @@ class Network:
         link = np.concatenate([f.links for f in act])
         paths = Paths.of(flow, link, len(act))
         rate = max_min_rates(paths, self.model.capacity(paths.links), np.ones(len(act), bool))
+        soonest, now = INF, self.now
         for f, r in zip(act, rate.tolist()):
-            f.rate = r
-            f.finish = self.now + f.left / r
+            f.left -= f.rate * (now - f.since)  # what it moved at its old rate
+            f.rate, f.since = r, now
+            f.finish = now + f.left / r
+            soonest = min(soonest, f.finish)
+        self._soonest = soonest  # the next flow to finish, until the flows in flight change

@@ -17,11 +17,16 @@ channel's rail between nodes). Nothing waits for a round to end: a rank
 goes on as soon as its own receives are in, exactly as far as the executor
 lets it, so one slow link delays only the ranks that wait on its message.
 
+The strands of a call's channels run apart (``channels_apart``): each
+strand's messages carry a tag of their own, and :meth:`VirtualTransport.wait_any`
+lets the rank go on with whichever strand's message is in first, so each
+channel's ring moves at its own pace, as NCCL's do.
+
 Where NCCL's per-call base latency is charged, without the executor knowing
 virtual time: on a call's first message. :meth:`VirtualTransport.exchange`
 is handed each round's :class:`~mycollectives.transport.base.Label`; a label
 whose collective or algorithm differs from the one before, or whose round is
-not later, starts a new call (a call's rounds only go forward), and the rank
+not later than the last of its strand, starts a new call (a call's rounds only go forward), and the rank
 is charged the protocol's base latency before posting it. A user's send is
 a call of its own: its message waits base plus step latency. The package's
 argument check (the handshake before a call) is bookkeeping that NCCL does
@@ -104,7 +109,10 @@ class VirtualWork:
         self.t, self.activity, self.tensor = transport, activity, tensor
 
     def land(self, data: torch.Tensor) -> None:
-        self.tensor.view(-1).copy_(data.view(-1))
+        into = self.tensor
+        if into.shape != data.shape:
+            into, data = into.view(-1), data.view(-1)
+        into.copy_(data)
 
     def is_completed(self) -> bool:
         return self.t.cluster.maestro.test(self.activity)
@@ -119,7 +127,7 @@ class VirtualTransport(TransportBase):
 
     local = True  # ranks are threads of one process
     # messages; symmetric memory of its own, its loads priced (heap.py)
-    capabilities = Capabilities(messages=True, heap_loads=True, hosts_heap=True)
+    capabilities = Capabilities(messages=True, heap_loads=True, hosts_heap=True, channels_apart=True)
 
     def __init__(self, cluster: Cluster, gpus: tuple[int, ...], rank: int, namespace=(), local_size=None):
         self.cluster, self.gpus, self.rank, self.namespace = cluster, tuple(gpus), rank, namespace
@@ -179,7 +187,7 @@ class VirtualTransport(TransportBase):
         maestro = self.cluster.maestro
         maestro.sync(actor)
         arrived = _m.Activity(f"send to rank {dst}")  # its what names the peer for errors
-        letter = _Letter(tensor.detach(), arrived)
+        letter = _Letter(tensor.detach() if tensor.requires_grad else tensor, arrived)
         arrived.then.append(letter.arrive)
         key = (self.namespace, self.rank, dst, tag)
         waiting = self.cluster.recvs[key]
@@ -210,6 +218,17 @@ class VirtualTransport(TransportBase):
             self.cluster.recvs[key].append(work)
         return work
 
+    def wait_any(self, works: list[VirtualWork], timeout: float | None = None) -> int:
+        """The index of the first of ``works`` to complete in virtual time (``RunsChannelsApart``; ties:
+        the lowest index): one activity, done when the first of theirs is, is waited for."""
+        maestro, acts = self.cluster.maestro, [w.activity for w in works]
+        if all(a.done_at is None for a in acts):
+            first = _m.Activity(f"{acts[0].what} (or {len(acts) - 1} more)")
+            for a in acts:
+                a.then.append(lambda at: first.done_at is None and maestro.fire(first, at))
+            maestro.wait(_m.current(), first)
+        return min((a.done_at, i) for i, a in enumerate(acts) if a.done_at is not None)[1]
+
     def _match(self, work: VirtualWork, letter: _Letter, src: int) -> None:
         """A receive meets the message from rank ``src``: done when the message has arrived (now, if it has)."""
         have = (letter.src if letter.src is not None else letter.data).numel()
@@ -235,21 +254,30 @@ class VirtualTransport(TransportBase):
         actor.clock += price.start
 
     def exchange(self, sends: list[Message], recvs: list[Message], label: Label):
-        """A round's messages, each priced on its own (see the module); a new call pays the base latency."""
+        """A round's messages, each priced on its own (see the module); a new call pays the base latency.
+        Each strand of the call's channels has a tag of its own (its rounds run apart, ``executor.py``)."""
         actor, free = _m.current(), _FREE in label.collective
-        key, last = (self.namespace, label.collective, label.algorithm, label.round), actor.state.get("call")
-        if not free and (last is None or key[:3] != last[:3] or key[3] <= last[3]):
+        key, state = (self.namespace, label.collective, label.algorithm), actor.state
+        if key != state.get("call"):
+            state["call"], state["rounds"] = key, {}
+        rounds = state["rounds"]
+        if label.round <= rounds.get(label.strand, -1):  # a strand's rounds only go forward: a new call
+            rounds.clear()
+        if not free and not rounds:
             self._call_starts(actor, label)
-        actor.state["call"] = key  # a call's rounds only go forward: an earlier or equal round is a new call
-        actor.state["free"] = free  # the check's own reductions (its combine) are not charged either
-        price = None if free else actor.state["price"]  # the protocol NCCL picked, or the run's
-        recv_works = [self.irecv(m.tensor, m.peer, COLLECTIVE_TAG, label) for m in recvs]
+        rounds[label.strand] = label.round
+        price = None if free else state["price"]  # the protocol NCCL picked, or the run's
+        # reductions not charged: the check's own combine, and a call priced at NCCL's own time
+        # (NVLS, NVLSTree, CollNet: that time includes the switch's or the fabric's reduction)
+        state["free"] = free or price.free
+        tag = COLLECTIVE_TAG + label.strand
+        recv_works = [self.irecv(m.tensor, m.peer, tag, label) for m in recvs]
         gpus, me = self.gpus, self.gpus[self.rank]
         send_works = [
             self.isend(
                 m.tensor,
                 m.peer,
-                COLLECTIVE_TAG,
+                tag,
                 label,
                 -1.0 if free or price.free else price.step_latency(me, gpus[m.peer], m.channel),
                 m.channel,

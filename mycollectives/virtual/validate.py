@@ -137,7 +137,7 @@ def engines(max_bytes: int = 64 << 20, which: str = "asserted", timeout: float =
     from ..sim.nccl import choose
     from ..sim.validate import points
     from ..topology import cluster
-    from .channels import for_call, runtime_channels
+    from .channels import for_call
 
     rows, seen = [], {}
     for pt in points():
@@ -150,7 +150,7 @@ def engines(max_bytes: int = 64 << 20, which: str = "asserted", timeout: float =
         nccl = choose(pt.collective, m["size"], topo, m["gpus"], forced)[0]
         ran = _PACKAGE.get(nccl, "ring")
         size = min(int(m["size"]), max_bytes) // (4 * p) * (4 * p)
-        k = for_call(size, runtime_channels(topo, p, 1))
+        k = for_call(size, topo, p, 1)
         key = (m["node"], m["gpus_per_node"], p, pt.collective, ran, size, k)
         if key not in seen:
             seen[key] = _both(pt.collective, ran, size, topo, p, k, timeout)
