@@ -19,7 +19,7 @@ collective writes a record with no calls (the package arms its handlers on
 import under ``torchrun``), so that it is not taken for dead. Signal handlers run in the main thread between
 Python bytecodes, so a rank blocked inside native code writes its record
 when that code returns; one that dies there (an ``abort()``) leaves
-``rank{R}.native`` instead (:mod:`.native`).
+``rank{R}.native`` instead (:mod:`mycollectives.flight.native`).
 """
 
 from __future__ import annotations

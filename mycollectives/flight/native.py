@@ -5,7 +5,7 @@ Gloo ends a process that receives a message larger than it posted for (with
 segmentation fault ends one too. Neither lets the flight recorder write its
 record, so the doctor would see only an absent rank. Under ``torchrun`` (or
 with ``MYCOLLECTIVES_FLIGHT_DIR`` set) each rank therefore points Python's
-:mod:`faulthandler` at ``DIR/rank{R}.native``: on such a death it writes
+``faulthandler`` at ``DIR/rank{R}.native``: on such a death it writes
 "Fatal Python error: Aborted" and every thread's Python stack there, from
 the signal handler, with no Python code run. The file is removed at a normal
 exit if it is empty. A program that enabled faulthandler itself (``python -X

@@ -175,9 +175,9 @@ class StepReport:
             )
         lines.append(
             f"compute {self.compute * 1e3:.0f} ms + exposed communication {self.exposed * 1e3:.0f} ms "
-            f"+ bubble {self.bubble * 1e3:.0f} ms = step {self.step * 1e3:.0f} ms, "
-            f"{self.tokens / self.step / self.layout.world:,.0f} tokens/s per GPU"
+            f"+ bubble {self.bubble * 1e3:.0f} ms = step {self.step * 1e3:.0f} ms"
         )
+        lines.append(f"{self.tokens / self.step / self.layout.world:,.0f} tokens/s per GPU")
         lines.append(self.verdict())
         short = {
             "parameters": "params",
