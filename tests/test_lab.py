@@ -125,7 +125,7 @@ def test_a_page_opens_as_a_notebook_and_the_step_through_widget_works(lab: str):
             slider = page.locator(".widget-slider").first
             slider.wait_for(timeout=180_000)
             images = page.locator(".jp-OutputArea-output img")
-            images.first.wait_for(timeout=60_000)
+            images.first.wait_for(timeout=180_000)  # matplotlib on a loaded machine
             before = images.first.get_attribute("src")
             slider.locator(".noUi-handle, .ui-slider-handle").first.focus()
             page.keyboard.press("ArrowRight")
