@@ -93,7 +93,7 @@ PYTEST := $(PY) -m pytest -q -ra -n $(JOBS) --dist loadfile
 # A failed build does not stop the tests; the target fails at the end.
 # pytest tests/test_notebooks.py -k PAGE runs one page under nbval itself.
 test: needs-python needs-npm needs-chromium lint $(VENV)/.test $(VENV)/.book $(VENV)/.lab $(MATHJAX)
-	rm -rf _build/.jupyter_cache _build/.doctrees _build/html _build/jupyter_execute _build/reports $(REPORTS)
+	rm -rf _build/.jupyter_cache _build/.doctrees _build/html _build/jupyter_execute _build/answers _build/reports $(REPORTS)
 	mkdir -p $(REPORTS)
 	@status=0; \
 	$(MAKE) --no-print-directory book || { status=1; echo "make test: the book build failed (above); the tests run all the same"; }; \
@@ -102,7 +102,7 @@ test: needs-python needs-npm needs-chromium lint $(VENV)/.test $(VENV)/.book $(V
 	exit $$status
 
 fresh-book:
-	rm -rf _build/.jupyter_cache _build/.doctrees _build/html _build/jupyter_execute _build/reports $(REPORTS)
+	rm -rf _build/.jupyter_cache _build/.doctrees _build/html _build/jupyter_execute _build/answers _build/reports $(REPORTS)
 	$(MAKE) book
 
 # The expected outputs of the cells tagged nbval-check-output, from the
@@ -145,9 +145,10 @@ $(MATHJAX): | needs-npm
 # are cached (_build/.jupyter_cache): a warm rebuild re-executes nothing. A
 # page whose execution failed fails every build until it executes
 # (_ext/execution.py), which prints each page it executes and its seconds.
-# IPYTHONDIR: every page's kernel runs _ipython's startup file, which makes
-# each PNG record its smallest font for the browser test (the package itself
-# installs nothing on import).
+# IPYTHONDIR: every page's kernel runs _ipython's startup files, which make
+# each PNG record its smallest font for the browser test, and record what each
+# cell sets (numbers) in _build/answers for the hidden-answer test (the package
+# itself installs nothing on import).
 book: $(VENV)/.book $(MATHJAX)
 	set -o pipefail; IPYTHONDIR=$(CURDIR)/_ipython $(VENV)/bin/jupyter-book build . -q --warningiserror --nitpick --keep-going 2>&1 \
 	  | { grep --line-buffered -v "Kernel is running over TCP without encryption" || true; }

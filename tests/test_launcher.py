@@ -91,6 +91,7 @@ def test_the_accelerator_api_sees_one_gpu_per_rank(nodes, tmp_path):
     for rank, s in enumerate(seen):
         assert (s["available"], s["count"], s["type"], s["index"]) == (True, 2, "cuda", rank % 2)
         assert s["backend"] == "nccl" and s["sum"] == sum(range(2 * nodes))
+        assert s["group_backend"] == "nccl"  # what the script asked for, as under torchrun
         assert s["grew"] == 1024 * 4  # the new tensor, in the rank's memory ledger
         assert s["cuda"] == [True, 2, rank % 2]
         env = {"RANK": rank, "LOCAL_RANK": rank % 2, "WORLD_SIZE": 2 * nodes, "LOCAL_WORLD_SIZE": 2}
@@ -108,6 +109,7 @@ def test_gloo_on_cpu_with_object_collectives_subgroups_and_a_sampler(nodes, tmp_
         assert g["sum"] == world * (world + 1) / 2 and g["obj"] == {"from": 0}
         assert g["evens"] == (evens if rank % 2 == 0 else 1.0)
         assert g["seen"] == [float(i) for i in range(rank, 16, world)]
+        assert g["backends"] == ["gloo", "gloo"]
 
 
 def test_runs_are_deterministic_bit_for_bit(tmp_path):

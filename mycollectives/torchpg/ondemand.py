@@ -48,6 +48,7 @@ class _Opener:
 
         t = self.t
         _check_backend(t.rank, backend)
+        _world.asked(backend)
         for name, given, have in (("rank", rank, t.rank), ("world_size", world_size, t.world_size)):
             if given not in (-1, None) and given != have:
                 raise ValueError(
@@ -86,4 +87,5 @@ def setup(rank: int, world_size: int) -> Iterator[None]:
         yield
     finally:
         _world.disarm()
+        _world.forget_asked()
         opener.close()

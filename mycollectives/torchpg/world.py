@@ -80,6 +80,7 @@ _armed = 0  # rank threads that may open a thread world on demand (``ondemand.py
 _here = threading.local()  # .opener: this thread's on-demand ``init_process_group``, if armed
 _autograd_mt: object | None = None
 _torch_init, _torch_new_group = c10d.init_process_group, c10d.new_group
+_torch_get_backend = dist.get_backend
 
 
 def _in_thread_world() -> bool:
@@ -105,10 +106,30 @@ def _new_group(ranks=None, timeout=None, backend=None, *args, **kwargs):
     return _torch_new_group(ranks, timeout, backend, *args, **kwargs)
 
 
+def asked(backend) -> None:
+    """The backend this thread's script passed to ``init_process_group`` (what ``dist.get_backend``
+    answers for the groups of its thread world, as torch would: ``"undefined"`` when none)."""
+    _here.backend = "undefined" if backend is None else str(backend)
+
+
+def forget_asked() -> None:
+    """This thread's script no longer has a backend of its own (its virtual rank ended)."""
+    _here.backend = None
+
+
+def _get_backend(group=None):
+    """torch's ``dist.get_backend``; for a group of a virtual rank's world, the backend its script asked
+    for (``"nccl"``, ``"gloo"``, ...), not the package's, as the script would see under torchrun."""
+    name = _torch_get_backend(group)
+    backend = getattr(_here, "backend", None)
+    return dist.Backend(backend) if backend is not None and _in_thread_world() else name
+
+
 def _patch(on: bool) -> None:
     init, new = (_init_process_group, _new_group) if on else (_torch_init, _torch_new_group)
     dist.init_process_group = c10d.init_process_group = init
     dist.new_group = c10d.new_group = new
+    dist.get_backend = _get_backend if on else _torch_get_backend  # torch's own code keeps c10d's
 
 
 def install() -> PerThreadWorld:

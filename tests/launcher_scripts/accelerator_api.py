@@ -14,6 +14,7 @@ if __name__ == "__main__":
     seen |= {"type": acc.type, "index": torch.accelerator.current_device_index()}
     seen["backend"] = dist.get_default_backend_for_device(acc)
     dist.init_process_group(seen["backend"], device_id=torch.device(acc.type, seen["index"]))
+    seen["group_backend"] = dist.get_backend()
     before = torch.accelerator.memory_allocated()
     t = torch.full((1024,), float(dist.get_rank()), device=acc)
     seen["grew"] = torch.accelerator.memory_allocated() - before

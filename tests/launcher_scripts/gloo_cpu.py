@@ -21,13 +21,22 @@ if __name__ == "__main__":
     e = torch.tensor([1.0])
     if rank % 2 == 0:
         dist.all_reduce(e, group=evens)
+    backends = [dist.get_backend(), dist.get_backend(evens) if rank % 2 == 0 else "gloo"]
     data = TensorDataset(torch.arange(16.0))
     sampler = DistributedSampler(data, num_replicas=world, rank=rank, shuffle=False)
     seen = [x.item() for (batch,) in DataLoader(data, batch_size=2, sampler=sampler) for x in batch]
     dist.barrier()
     gathered = [None] * world
     dist.all_gather_object(
-        gathered, {"rank": rank, "sum": t.item(), "obj": objs[0], "evens": e.item(), "seen": seen}
+        gathered,
+        {
+            "rank": rank,
+            "sum": t.item(),
+            "obj": objs[0],
+            "evens": e.item(),
+            "seen": seen,
+            "backends": backends,
+        },
     )
     if rank == 0:
         with open(sys.argv[1], "w") as f:
