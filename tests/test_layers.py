@@ -29,6 +29,25 @@ def test_no_library_module_imports_the_book():
     assert found == []
 
 
+def test_the_strategies_and_the_step_time_calculator_import_nothing_of_each_other():
+    """``parallel`` runs the strategies; ``steptime`` prices them from formulas: two siblings."""
+    graph = layers.import_graph()
+    pairs = [
+        ("mycollectives.parallel", "mycollectives.steptime"),
+        ("mycollectives.steptime", "mycollectives.parallel"),
+    ]
+    found = [
+        f"{a} imports {b}"
+        for src, dst in pairs
+        for a, targets in sorted(graph.items())
+        if a.startswith(src)
+        for b in sorted(targets)
+        if b.startswith(dst)
+    ]
+    assert found == []
+    assert any(m.startswith("mycollectives.steptime.") for m in graph)
+
+
 def test_the_check_catches_an_upward_import_and_a_cycle():
     graph = {
         "mycollectives.schedule": {"mycollectives.api.core"},  # base imports the API
