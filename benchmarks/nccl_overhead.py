@@ -30,7 +30,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from mycollectives.transport.base import Message
+from mycollectives.transport.message import Message
 from mycollectives.transport.torch_dist import TorchDistTransport, _DistWork
 
 SIZES = [4 << k for k in range(0, 19, 3)]  # 4 B .. 1 MiB

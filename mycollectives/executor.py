@@ -40,8 +40,9 @@ from . import flight
 from .errors import CollectiveTimeout, DeadlockError, PeerError
 from .plan import Blocks, Piece, RoundPlan, cut, plan, strands, writes  # noqa: F401 (Blocks, writes re-exported)
 from .schedule import BUFFERS, Schedule
-from .transport.base import Label, Message, TransportDeadlock, TransportPeerError, TransportTimeout
+from .transport.base import TransportDeadlock, TransportPeerError, TransportTimeout
 from .transport.contract import capabilities
+from .transport.message import Label, Message
 
 _workspaces: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 

@@ -7,8 +7,8 @@ import torch
 
 import mycollectives as mc
 from mycollectives.book.exercises import parallel as ex
-from mycollectives.parallel.config import LLAMA3_8B, LLAMA3_70B
-from mycollectives.parallel.layout import Layout
+from mycollectives.steptime.config import LLAMA3_8B, LLAMA3_70B
+from mycollectives.steptime.layout import Layout
 
 
 def test_tp_bytes_right_and_wrong():

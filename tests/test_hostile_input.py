@@ -22,7 +22,7 @@ from mycollectives.transport import TransportDeadlock
 ROOT = Path(__file__).resolve().parents[1]
 T = 300
 
-CALC = ["mycollectives.parallel.calculator", "--model", "llama3_8b", "--tp", "8"]
+CALC = ["mycollectives.steptime.calculator", "--model", "llama3_8b", "--tp", "8"]
 CASES = [
     (
         [*CALC, "--cluster", "dgx_h100:2", "--tflops", "nan"],

@@ -3,6 +3,7 @@ every example in a docstring runs and says what it claims."""
 
 from __future__ import annotations
 
+import ast
 import doctest
 import importlib
 
@@ -28,6 +29,25 @@ def test_no_library_module_imports_the_book():
     assert found == []
 
 
+def test_the_strategies_and_the_step_time_calculator_import_nothing_of_each_other():
+    """``parallel`` runs the strategies; ``steptime`` prices them from formulas: two siblings."""
+    graph = layers.import_graph()
+    pairs = [
+        ("mycollectives.parallel", "mycollectives.steptime"),
+        ("mycollectives.steptime", "mycollectives.parallel"),
+    ]
+    found = [
+        f"{a} imports {b}"
+        for src, dst in pairs
+        for a, targets in sorted(graph.items())
+        if a.startswith(src)
+        for b in sorted(targets)
+        if b.startswith(dst)
+    ]
+    assert found == []
+    assert any(m.startswith("mycollectives.steptime.") for m in graph)
+
+
 def test_the_check_catches_an_upward_import_and_a_cycle():
     graph = {
         "mycollectives.schedule": {"mycollectives.api.core"},  # base imports the API
@@ -39,6 +59,21 @@ def test_the_check_catches_an_upward_import_and_a_cycle():
     assert any(
         v.startswith("a cycle of imports: mycollectives.api.checks -> mycollectives.api.core") for v in found
     )
+
+
+def test_every_function_fits_on_a_screen_and_every_module_is_one_a_reader_can_hold():
+    """Under 60 lines a function (decorators and docstring included), 300 a module (the project's guide)."""
+    long_functions, long_modules = [], []
+    for name, path in layers.modules().items():
+        source = path.read_text()
+        if len(source.splitlines()) > 300:
+            long_modules.append(f"{name}: {len(source.splitlines())} lines")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - min([node.lineno, *(d.lineno for d in node.decorator_list)]) + 1
+                if lines > 60:
+                    long_functions.append(f"{name}.{node.name} (line {node.lineno}): {lines} lines")
+    assert long_functions == [] and long_modules == []
 
 
 def test_every_module_is_in_a_layer():

@@ -11,13 +11,14 @@ import torch
 
 import mycollectives as mc
 from mycollectives.book.parallel import checks
-from mycollectives.parallel import costs, fsdp, groupsim, overlap, sp, tp, traffic
+from mycollectives.parallel import fsdp, overlap, sp, tp
 from mycollectives.parallel import model as M
-from mycollectives.parallel.calculator import step_time
-from mycollectives.parallel.config import LLAMA3_8B, LLAMA3_70B, LLAMA3_405B, ModelConfig
-from mycollectives.parallel.layout import Layout
 from mycollectives.parallel.mesh import Mesh, Stream, SubGroup
 from mycollectives.sim import simulate
+from mycollectives.steptime import costs, groupsim, traffic
+from mycollectives.steptime.calculator import step_time
+from mycollectives.steptime.config import LLAMA3_8B, LLAMA3_70B, LLAMA3_405B, ModelConfig
+from mycollectives.steptime.layout import Layout
 from mycollectives.topology import cluster, dgx_h100
 
 TOL = 1e-9  # float64 throughout
@@ -534,7 +535,7 @@ def test_llama3_405b_stages_and_the_memory_of_its_busiest_stage():
 
 
 def test_overlap_fractions_move_the_step_between_its_bounds():
-    from mycollectives.parallel.calculator import Overlap
+    from mycollectives.steptime.calculator import Overlap
 
     topo, lay = cluster("dgx_h100", 2), Layout(dp=64, zero=3, microbatches=8)
     steps = [step_time(LLAMA3_8B, lay, topo, overlap=o).step for o in (True, Overlap(fsdp=0.5), False)]

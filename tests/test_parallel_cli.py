@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from mycollectives.parallel.calculator import main, step_time
-from mycollectives.parallel.config import LLAMA3_70B
-from mycollectives.parallel.layout import Layout
+from mycollectives.steptime.calculator import main, step_time
+from mycollectives.steptime.config import LLAMA3_70B
+from mycollectives.steptime.layout import Layout
 from mycollectives.topology import cluster
 
 

@@ -7,9 +7,9 @@ import statistics
 
 import pytest
 
-from mycollectives.parallel import calculator
-from mycollectives.parallel.published_runs import RUNS
-from mycollectives.parallel.sustained import LLM_FOUNDRY_H100_BF16_MFU, SUSTAINED, Sustained
+from mycollectives.steptime import calculator
+from mycollectives.steptime.published_runs import RUNS
+from mycollectives.steptime.sustained import LLM_FOUNDRY_H100_BF16_MFU, SUSTAINED, Sustained
 
 # What the calculator gave each run when the default was fitted (tokens/s per GPU): a regression guard.
 MEASURED = {"torchtitan-8b-128xh100": 6444, "torchtitan-8b-8xh100": 6444, "torchtitan-8b-64xa100": 2032}

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from labs.scripts.common import Env, make_model
-from mycollectives.parallel.dense import DenseModel, data_parallel_step, stream_hidden
-from mycollectives.parallel.layout import Layout
+from mycollectives.steptime.dense import DenseModel, data_parallel_step, stream_hidden
+from mycollectives.steptime.layout import Layout
 from mycollectives.topology import cluster
 
 CPU = Env(0, 1, 0, 1, torch.device("cpu"), "virtual")

@@ -9,7 +9,8 @@ import torch
 from .. import flight
 from ..errors import CollectiveTimeout, DeadlockError, PeerError
 from ..transport import Label, NotInGroup, resolve_group
-from ..transport.base import TransportDeadlock, TransportPeerError, TransportTimeout, user_tag
+from ..transport.base import TransportDeadlock, TransportPeerError, TransportTimeout
+from ..transport.message import user_tag
 from .checks import Checker
 
 

@@ -10,7 +10,7 @@ the ring on one node, the hierarchical all-reduce across nodes.
 :func:`compare` feeds the calculator as practitioners do: one GPU's step
 gives the compute rate (the model's FLOPs per step over that time). On the
 virtual cluster that step is itself virtual, so the rate is the roofline's
-own, not a measurement. The calculator (:func:`~mycollectives.parallel.dense.data_parallel_step`)
+own, not a measurement. The calculator (:func:`~mycollectives.steptime.dense.data_parallel_step`)
 then predicts the step on more GPUs from that rate, DDP's buckets and the
 topology, and the virtual cluster runs it.
 """
@@ -25,8 +25,8 @@ from torch import nn
 
 from ..api import all_reduce
 from ..ops import ReduceOp
-from ..parallel.dense import DenseModel, data_parallel_step
-from ..parallel.layout import Layout
+from ..steptime.dense import DenseModel, data_parallel_step
+from ..steptime.layout import Layout
 from ..virtual import clock
 from ..virtual.runner import run, topology_of
 
@@ -34,7 +34,7 @@ Build = Callable[[int, int], nn.Module]  # (width, depth) -> the model, the same
 
 
 def algorithm_for(nodes: int) -> str:
-    """The all-reduce the calculator's simulator prices (``parallel.groupsim``): ring inside one node,
+    """The all-reduce the calculator's simulator prices (``steptime.groupsim``): ring inside one node,
     hierarchical when the group spans several nodes with several GPUs on each."""
     return "hierarchical" if nodes > 1 else "ring"
 

@@ -35,6 +35,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "bench",
             "memory",
             "parallel",
+            "steptime",
             "doctor",
             "virtual",
             "torchpg",

@@ -12,13 +12,12 @@ gloo processes (``mc.run_gloo``) and under ``torchrun``:
   :mod:`.tp` (Megatron), :mod:`.sp` (sequence parallelism), :mod:`.cp`
   (ring attention, and the all-gather variant), :mod:`.ep` and
   :mod:`.ep_hier` (mixture of experts), :mod:`.pp` (pipeline);
-- :mod:`.overlap`: the collective matmul;
-- the step-time calculator: :mod:`.config`, :mod:`.layout`, :mod:`.traffic`,
-  :mod:`.costs`, :mod:`.groupsim`, :mod:`.footprint`, :mod:`.step`, :mod:`.search`,
-  and :mod:`.calculator` (``step_time`` and the command line).
+- :mod:`.overlap`: the collective matmul.
 
-The chapter's checks of every strategy against the reference, and the
-calculator's figures, are the book's (``mycollectives.book.parallel``).
+The step-time calculator, which prices these strategies without running
+them, is a sibling subpackage, :mod:`mycollectives.steptime`. The chapter's
+checks of every strategy against the reference, and the calculator's
+figures, are the book's (``mycollectives.book.parallel``).
 """
 
 from __future__ import annotations

@@ -19,10 +19,6 @@ import weakref
 from collections.abc import Callable
 
 from .base import (
-    COLLECTIVE_TAG,
-    Done,
-    Label,
-    Message,
     NotInGroup,
     SubGroup,
     Transport,
@@ -33,6 +29,7 @@ from .base import (
 )
 from .contract import Capabilities, HostsHeap, PricesLoads, ReadsInPlace, capabilities
 from .local import LocalTransport, LocalWorld, TraceEvent, bind, current_local, run_local
+from .message import COLLECTIVE_TAG, Done, Label, Message
 
 __all__ = [
     "COLLECTIVE_TAG",

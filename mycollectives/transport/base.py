@@ -15,13 +15,13 @@ generic :class:`SubGroup` view), a lane for async work
 (:meth:`~TransportBase.point_to_point`, :meth:`~TransportBase.settled`) and
 what the flight recorder prints (:meth:`~TransportBase.describe`). A
 transport overrides what it does differently; nothing asks whether it has it.
+What travels (the collectives' tag, ``Label``, ``Message``, the
+handles) is ``message.py``'s.
 """
 
 from __future__ import annotations
 
-import numbers
 import zlib
-from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import torch
@@ -30,29 +30,7 @@ from ..errors import CollectiveTimeout, DeadlockError, PeerError
 from ..flight.ident import job_id
 from .contract import Capabilities
 from .lane import Lane
-
-# The tag of every message of a collective. A user's own send and receive
-# (tag 0 by default, as in torch.distributed) never match a collective's
-# messages, so a user message still in flight cannot be taken by a collective
-# called meanwhile, nor the other way round. Tags from this value up are the
-# package's own: ``send``/``recv`` refuse them (:func:`user_tag`).
-COLLECTIVE_TAG = 1 << 28
-
-
-def user_tag(fn: str, rank: int, tag) -> int:
-    """``tag`` of a user's ``send``/``recv``, checked: an int in ``[0, COLLECTIVE_TAG)``.
-
-    Tags from ``COLLECTIVE_TAG`` up are the package's own (a user message
-    with one would be taken by the next collective); gloo refuses negative
-    ones."""
-    if not isinstance(tag, numbers.Integral) or isinstance(tag, bool):
-        raise TypeError(f"{fn} on rank {rank}: argument 'tag' must be an int, got {tag!r}")
-    if not 0 <= tag < COLLECTIVE_TAG:
-        raise ValueError(
-            f"{fn} on rank {rank}: argument 'tag' must be in [0, {COLLECTIVE_TAG}) (2**28), got {tag}; "
-            "tags from 2**28 up are reserved for the package's collectives"
-        )
-    return int(tag)
+from .message import COLLECTIVE_TAG, Label, Message, Work
 
 
 class _PeerNamed(Exception):
@@ -87,31 +65,6 @@ class TransportDeadlock(TransportTimeout, DeadlockError):
 class TransportPeerError(_PeerNamed, PeerError):
     """The peer is gone: it crashed, raised, or closed the connection (a
     :class:`~mycollectives.errors.PeerError`, as for :class:`TransportTimeout`)."""
-
-
-@dataclass(frozen=True)
-class Label:
-    """Which collective, algorithm and round a message belongs to (for traces)."""
-
-    collective: str = "p2p"
-    algorithm: str = ""
-    round: int = -1
-    strand: int = 0  # which strand of the call's channels (``plan.strands``), where they run apart
-
-
-@dataclass
-class Message:
-    """One message of a round: a tensor, the peer, and the buffer pieces it
-    carries, ``((buffer, offset, count), ...)``, for the trace."""
-
-    tensor: torch.Tensor
-    peer: int
-    pieces: tuple = ()
-    channel: int = -1  # the schedule's channel of every piece (-1: several, or none); a virtual run's rail
-
-
-class Work(Protocol):
-    def wait(self, timeout: float | None = None) -> bool: ...
 
 
 @runtime_checkable
@@ -294,13 +247,3 @@ class SubGroup(TransportBase):
     def describe(self) -> tuple[str, int, str, list[int]]:
         job, owner, name, ranks = self.parent.describe()
         return job, owner, f"{name} subgroup", [ranks[m] for m in self.members]
-
-
-class Done:
-    """A handle for something already finished (a send whose bytes are in place)."""
-
-    def wait(self, timeout: float | None = None) -> bool:
-        return True
-
-    def is_completed(self) -> bool:
-        return True

@@ -57,7 +57,7 @@ class HostsHeap(Protocol):
 class RunsChannelsApart(Protocol):
     """A transport on which the executor runs each strand of a call's channels (``plan.strands``) at
     its own pace, as NCCL's channels run: ``exchange`` keeps each strand's messages apart (a round's
-    :class:`~mycollectives.transport.base.Label` names its strand), and :meth:`wait_any` says which
+    :class:`~mycollectives.transport.message.Label` names its strand), and :meth:`wait_any` says which
     strand may go on. Others run a call's channels round by round together."""
 
     def wait_any(self, works: list, timeout: float | None = None) -> int:

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import COLLECTIVE_TAG, Label, Message, TransportBase
+from .base import TransportBase
 from .local_mail import Letter, Mail
+from .message import COLLECTIVE_TAG, Label, Message
 
 
 @dataclass

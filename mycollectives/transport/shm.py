@@ -55,8 +55,9 @@ import weakref
 import torch
 
 from ..errors import CollectiveTimeout, PeerError
-from .base import COLLECTIVE_TAG, Done, Label, Message, TransportBase, TransportPeerError, TransportTimeout
+from .base import TransportBase, TransportPeerError, TransportTimeout
 from .contract import Capabilities
+from .message import COLLECTIVE_TAG, Done, Label, Message
 from .shm_bells import Doorbells
 from .shm_regions import Inbox, Outbox, host_id, stem, unlink_all
 from .shm_setup import on_sigterm, sweep

@@ -39,7 +39,8 @@ from multiprocessing import resource_tracker
 
 import torch
 
-from .base import COLLECTIVE_TAG, TransportPeerError, TransportTimeout
+from .base import TransportPeerError, TransportTimeout
+from .message import COLLECTIVE_TAG
 
 SETUP_TAG = COLLECTIVE_TAG + 1
 SHM_DIR = "/dev/shm"

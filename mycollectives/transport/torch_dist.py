@@ -29,15 +29,8 @@ import torch
 import torch.distributed as dist
 
 from ..flight.ident import job_id
-from .base import (
-    COLLECTIVE_TAG,
-    Label,
-    Message,
-    NotInGroup,
-    TransportBase,
-    TransportPeerError,
-    TransportTimeout,
-)
+from .base import NotInGroup, TransportBase, TransportPeerError, TransportTimeout
+from .message import COLLECTIVE_TAG, Label, Message
 from .timeouts import env_timeout
 
 DEFAULT_TIMEOUT = 300.0

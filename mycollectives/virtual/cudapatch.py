@@ -24,6 +24,7 @@ from torch.overrides import TorchFunctionMode
 
 from . import cuda as _c
 from . import devices as _d
+from . import refusals
 
 CPU = torch.device("cpu")
 _T = torch.Tensor
@@ -135,13 +136,34 @@ def _const(value):
     return lambda *a, **k: value
 
 
+def _accelerator() -> list[tuple[object, str, object]]:
+    """(owner, attribute, stand-in): ``torch.accelerator``'s answers for a rank's virtual GPU."""
+    acc, none = torch.accelerator, _const(None)
+    return [
+        (acc, "is_available", _const(True)),
+        (acc, "device_count", lambda: _c.gpu().count),
+        (acc, "current_accelerator", _const(torch.device("cuda"))),
+        (acc, "set_device_index", _c.set_device),
+        (acc, "set_device_idx", _c.set_device),
+        (acc, "current_device_index", _c.current_device),
+        (acc, "current_device_idx", _c.current_device),
+        (acc, "device_index", _c.device),
+        (acc, "synchronize", _c.synchronize),
+        (acc, "current_stream", _c.current_stream),
+        (acc, "set_stream", lambda s: setattr(_c.gpu(), "stream", s)),
+        (acc, "memory_allocated", _c.memory_allocated),
+        (acc, "max_memory_allocated", _c.max_memory_allocated),
+        (acc, "reset_peak_memory_stats", _c.reset_peak_memory_stats),
+        (acc, "empty_cache", none),
+    ]
+
+
 def _table() -> list[tuple[object, str, object]]:
     """(owner, attribute, stand-in for a rank thread): every patch (see the module)."""
     import torch.distributed.device_mesh as dm
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    c, acc, nvtx, none = torch.cuda, torch.accelerator, torch.cuda.nvtx, _const(None)
-    graphs, nvml, kernels = "CUDA graphs", "NVML, the GPU's management library", "custom CUDA kernels"
+    c, nvtx, none = torch.cuda, torch.cuda.nvtx, _const(None)
     rows = [
         (c, "is_available", _const(True)),
         (c, "is_initialized", _const(True)),
@@ -173,44 +195,14 @@ def _table() -> list[tuple[object, str, object]]:
         (nvtx, "range_push", none),
         (nvtx, "range_pop", none),
         (nvtx, "mark", none),
-        (acc, "is_available", _const(True)),
-        (acc, "device_count", lambda: _c.gpu().count),
-        (acc, "current_accelerator", _const(torch.device("cuda"))),
-        (acc, "set_device_index", _c.set_device),
-        (acc, "set_device_idx", _c.set_device),
-        (acc, "current_device_index", _c.current_device),
-        (acc, "current_device_idx", _c.current_device),
-        (acc, "device_index", _c.device),
-        (acc, "synchronize", _c.synchronize),
-        (acc, "current_stream", _c.current_stream),
-        (acc, "set_stream", lambda s: setattr(_c.gpu(), "stream", s)),
-        (acc, "memory_allocated", _c.memory_allocated),
-        (acc, "max_memory_allocated", _c.max_memory_allocated),
-        (acc, "reset_peak_memory_stats", _c.reset_peak_memory_stats),
-        (acc, "empty_cache", none),
+        *_accelerator(),
         (torch, "load", functools.partial(_load, torch.load)),
         *[(m, "manual_seed", _c.manual_seed) for m in (torch, torch.random)],
         *[(m, "seed", _c.seed) for m in (torch, torch.random)],
         *[(m, "initial_seed", _c.initial_seed) for m in (torch, torch.random)],
         *[(m, "get_rng_state", _c.get_rng_state) for m in (torch, torch.random)],
         *[(m, "set_rng_state", _c.set_rng_state) for m in (torch, torch.random)],
-        (torch, "compile", _c.refuse("torch.compile", "GPU code generation")),
-        (c, "CUDAGraph", _c.refuse("torch.cuda.CUDAGraph", graphs)),
-        (c, "graph", _c.refuse("torch.cuda.graph", graphs)),
-        (c, "make_graphed_callables", _c.refuse("torch.cuda.make_graphed_callables", graphs)),
-        (acc, "Graph", _c.refuse("torch.accelerator.Graph", graphs)),
-    ]
-    rows += [(c, f, _c.refuse(f"torch.cuda.{f}", nvml)) for f in ("utilization", "temperature", "power_draw")]
-    rows += [(c, f, _c.refuse(f"torch.cuda.{f}", nvml)) for f in ("clock_rate", "memory_usage")]
-    try:
-        import torch.utils.cpp_extension as ext
-
-        rows += [
-            (ext, f, _c.refuse(f"torch.utils.cpp_extension.{f}", kernels)) for f in ("load", "load_inline")
-        ]
-    except ImportError:  # pragma: no cover - a torch without it has nothing to refuse
-        pass
-    rows += [
+        *refusals.rows(),
         *_d.rows(),
         (DDP, "__init__", functools.partial(_ddp_init, DDP.__init__)),
         (dm.DeviceMesh, "__init__", functools.partial(_mesh_init, dm.DeviceMesh.__init__)),

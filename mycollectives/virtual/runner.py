@@ -150,6 +150,17 @@ def _hooks(setup, dist: bool) -> list:
     return hooks
 
 
+def _checked(args, data, timeout) -> float:
+    """``run``'s ``args`` and ``data`` checked; the wall-clock limit, from ``timeout`` or the environment."""
+    if isinstance(args, (str, bytes)) or not isinstance(args, (list, tuple)):
+        raise TypeError(f"virtual.run: argument 'args' must be a tuple of fn's extra arguments, got {args!r}")
+    if not isinstance(data, bool):
+        raise TypeError(f"virtual.run: argument 'data' must be True or False, got {data!r}")
+    if timeout is not None:
+        return float(finite(timeout, "timeout", above=0, where="virtual.run"))
+    return from_env(WALL_ENV, 900.0, above=0)
+
+
 def run(
     fn: Callable,
     cluster: str | Topology = "dgx_h100",
@@ -174,15 +185,8 @@ def run(
     rates = rates_of(_gpu_of(topo), compute)  # "achieved" (default), "roofline" or Rates(...)
     p = topo.num_gpus if world_size is None else world_size
     finite(p, "world_size", least=1, most=topo.num_gpus, integer=True, where="virtual.run")
-    if isinstance(args, (str, bytes)) or not isinstance(args, (list, tuple)):
-        raise TypeError(f"virtual.run: argument 'args' must be a tuple of fn's extra arguments, got {args!r}")
+    wall = _checked(args, data, timeout)
     slow, hooks = _check_slow(slow, p), _hooks(setup, dist)
-    if not isinstance(data, bool):
-        raise TypeError(f"virtual.run: argument 'data' must be True or False, got {data!r}")
-    if timeout is not None:
-        wall = float(finite(timeout, "timeout", above=0, where="virtual.run"))
-    else:
-        wall = from_env(WALL_ENV, 900.0, above=0)
     check_threads(p)
     roof, fp32 = roofline_of(topo), roofline_of(topo, torch.float32)
     net = Metered(LinkModel(topo, protocol))
@@ -212,11 +216,16 @@ def run(
         raise
     maestro.start()
     _raise_first(maestro, topo)
+    return _result(results, actors, charges, maestro, net, world, topo, roof, time.perf_counter() - t0)
+
+
+def _result(results, actors, charges, maestro, net, world, topo, roof, wall_s: float) -> Run:
+    """The :class:`Run` of a finished run: results, clocks, FLOPs, and what it reports of itself."""
     stats = {
         "flows": net.flows,
         "bytes": net.bytes,
         "switches": maestro.switches,
-        "wall_s": time.perf_counter() - t0,
+        "wall_s": wall_s,
         "sent": net.sent,
     }
     flops = [c.flops if c is not None else 0.0 for c in charges]

@@ -24,7 +24,7 @@ channel's ring moves at its own pace, as NCCL's do.
 
 Where NCCL's per-call base latency is charged, without the executor knowing
 virtual time: on a call's first message. :meth:`VirtualTransport.exchange`
-is handed each round's :class:`~mycollectives.transport.base.Label`; a label
+is handed each round's :class:`~mycollectives.transport.message.Label`; a label
 whose collective or algorithm differs from the one before, or whose round is
 not later than the last of its strand, starts a new call (a call's rounds only go forward), and the rank
 is charged the protocol's base latency before posting it. A user's send is
@@ -40,8 +40,9 @@ import collections
 
 import torch
 
-from ..transport.base import COLLECTIVE_TAG, Label, Message, TransportBase
+from ..transport.base import TransportBase
 from ..transport.contract import Capabilities
+from ..transport.message import COLLECTIVE_TAG, Label, Message
 from . import heap as _heap
 from . import maestro as _m
 from . import tuning as _tuning

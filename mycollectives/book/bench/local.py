@@ -63,23 +63,12 @@ def time_local(
                 inp = torch.zeros(_numel(c.input_at(spec, rank)))
                 out = inp if c.in_place else torch.zeros(_numel(c.output_at(spec, rank)))
                 op = api.ReduceOp.SUM if c.reducing else None
+                kw = dict(spec=spec, check=False, **(options or {}))  # options may not name these
                 for _ in range(reps):
                     for a in algorithms:
                         api.barrier(check=False)
                         t0 = now()
-                        c.call(
-                            api,
-                            inp,
-                            out,
-                            op,
-                            0,
-                            None,
-                            rank,
-                            spec=spec,
-                            algorithm=a,
-                            check=False,
-                            **(options or {}),
-                        )
+                        c.call(api, inp, out, op, 0, None, rank, algorithm=a, **kw)
                         times.setdefault((name, a, size), []).append(now() - t0)
         return times
 

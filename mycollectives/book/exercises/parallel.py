@@ -3,7 +3,7 @@
 Each ``check_*`` prints "not answered yet" while the answer is still the
 page's placeholder (``None``, or a function whose body is ``...``), raises
 ``AssertionError`` saying what is wrong, or prints what was right. Numbers
-come from the package's calculator (``mycollectives.parallel``), so the
+come from the package's calculator (``mycollectives.steptime``), so the
 notebook shows the question and not the answer. The design checks accept
 any layout that is valid, uses every GPU, keeps the batch, fits in memory,
 and whose step the calculator prices (compute at the GPU's bf16 peak)
@@ -23,11 +23,11 @@ from collections.abc import Callable
 import torch
 
 from ...memory.vendor import H100
-from ...parallel import costs, traffic
-from ...parallel.calculator import StepReport, step_time
-from ...parallel.config import LLAMA3_8B, LLAMA3_70B, LLAMA3_405B, MIXTRAL_8X7B, ModelConfig
-from ...parallel.layout import Layout
-from ...parallel.search import search
+from ...steptime import costs, traffic
+from ...steptime.calculator import StepReport, step_time
+from ...steptime.config import LLAMA3_8B, LLAMA3_70B, LLAMA3_405B, MIXTRAL_8X7B, ModelConfig
+from ...steptime.layout import Layout
+from ...steptime.search import search
 from ...topology import cluster
 from ...transport import LocalWorld
 from .answers import correct
@@ -179,13 +179,13 @@ def design(name: str) -> list[StepReport]:
 def check_design(name: str, layout: Layout | None, slack: float | None = None) -> StepReport | None:
     """Chapter 5: ``layout`` solves design problem ``name`` within ``slack`` of the fastest found
     (default: the problem's own, see the module docstring)."""
-    if unanswered(layout, "set the layout to a mycollectives.parallel.layout.Layout"):
+    if unanswered(layout, "set the layout to a mycollectives.steptime.layout.Layout"):
         return None
     d = DESIGNS[name]
     slack = d["slack"] if slack is None else slack
     model, gpus, sequences = d["model"], d["gpus"], d["sequences"]
     assert isinstance(layout, Layout), (
-        f"expected a mycollectives.parallel.layout.Layout, got {type(layout).__name__}"
+        f"expected a mycollectives.steptime.layout.Layout, got {type(layout).__name__}"
     )
     assert layout.world == gpus, f"{layout.describe()} uses {layout.world} GPUs; the cluster has {gpus}"
     batch = layout.dp * layout.microbatches * layout.micro_batch

@@ -15,9 +15,9 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from ...parallel.config import ModelConfig
-from ...parallel.layout import Layout
-from ...parallel.step import StepReport, step_time
+from ...steptime.config import ModelConfig
+from ...steptime.layout import Layout
+from ...steptime.step import StepReport, step_time
 
 COLOURS = {
     "TP": "tab:red",

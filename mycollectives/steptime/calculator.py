@@ -1,14 +1,14 @@
 """The step-time calculator (chapter 5): :func:`step_time` and its command line.
 
-The calculator itself lives in ``mycollectives.parallel.step`` (:func:`step_time`,
+The calculator itself lives in ``mycollectives.steptime.step`` (:func:`step_time`,
 :class:`StepReport`, :class:`Row`, ``Overlap``) and is imported from here.
-``python -m mycollectives.parallel.calculator`` prints, for one layout, the
+``python -m mycollectives.steptime.calculator`` prints, for one layout, the
 table the chapter prints (:meth:`~.calculator.StepReport.table`), or with
 ``--search`` the layouts that fit in memory, fastest first::
 
-    python -m mycollectives.parallel.calculator --model llama3_70b --cluster dgx_h100:128 \\
+    python -m mycollectives.steptime.calculator --model llama3_70b --cluster dgx_h100:128 \\
         --tp 8 --pp 4 --zero 1 --microbatches 16 --virtual 5
-    python -m mycollectives.parallel.calculator --model llama3_70b --cluster dgx_h100:64 \\
+    python -m mycollectives.steptime.calculator --model llama3_70b --cluster dgx_h100:64 \\
         --batch 512 --search --top 5
 
 ``--cluster NODE:NODES`` names a node of :mod:`mycollectives.topology` and
@@ -47,7 +47,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def parser() -> argparse.ArgumentParser:
-    p = Parser(prog="python -m mycollectives.parallel.calculator", description=__doc__.split("\n\n")[0])
+    p = Parser(prog="python -m mycollectives.steptime.calculator", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", required=True, choices=sorted(MODELS), help="a preset model")
     p.add_argument("--seq", type=integer(1), help="tokens per sequence (default: the model's)")
     p.add_argument("--cluster", required=True, help="NODE:NODES, e.g. dgx_h100:16")

@@ -1,6 +1,6 @@
 """A parallel layout: how many ways each strategy splits the work, and where its groups sit.
 
-Ranks are numbered as on a :class:`~.mesh.Mesh` (and ``torch.distributed``'s
+Ranks are numbered as on a :class:`~mycollectives.parallel.mesh.Mesh` (and ``torch.distributed``'s
 ``DeviceMesh``): the axes of ``order`` outermost first, the last one
 fastest, so a rank of ``Layout(tp=8, pp=2, dp=4)`` sits at
 ``dp = r // 16, pp = r // 8 % 2, tp = r % 8``. The default,
@@ -92,7 +92,7 @@ class Layout:
         return math.prod(self.size(a) for a in self.order[i + 1 :])
 
     def mesh_shape(self) -> dict[str, int]:
-        """The layout as a :class:`~.mesh.Mesh` shape: ``Mesh(lay.mesh_shape())`` numbers ranks alike."""
+        """The layout as a :class:`~mycollectives.parallel.mesh.Mesh` shape: ``Mesh(lay.mesh_shape())`` numbers ranks alike."""
         return {a: self.size(a) for a in self.order}
 
     def members(self, axes: tuple[str, ...], rank: int = 0) -> list[int]:

@@ -1,6 +1,6 @@
 """The step-time calculator for a model known by its size alone: data parallelism (DDP) only.
 
-:func:`~mycollectives.parallel.calculator.step_time` takes a Transformer (:class:`~mycollectives.parallel.config.ModelConfig`),
+:func:`~mycollectives.steptime.calculator.step_time` takes a Transformer (:class:`~mycollectives.steptime.config.ModelConfig`),
 because tensor, sequence, context, expert and pipeline parallelism need its
 shapes. Data parallelism needs only two numbers: the parameters, whose
 gradients are all-reduced, and the training FLOPs per sample, which set the
@@ -103,7 +103,7 @@ def data_parallel_step(
 
     ``buckets``: the bytes of each of DDP's buckets, in launch order (they must
     add up to the gradients' bytes). ``method`` and ``overlap`` as for
-    :func:`~mycollectives.parallel.calculator.step_time`.
+    :func:`~mycollectives.steptime.calculator.step_time`.
     """
     others = {a: layout.size(a) for a in ("tp", "cp", "pp", "ep")}
     if any(v > 1 for v in others.values()) or layout.zero:
