@@ -23,19 +23,20 @@ MODEL_KEYS = {"node", "nodes", "nics_per_node", "nic", "algorithm", "protocol", 
               "nvls", "sharp", "assumed"}  # fmt: skip
 
 
-# What the asserted set and its held-out half gave when measured after 27 multi-node rows joined them
-# (23 B200 rows of together-nccl-tests' reports, 4 H100 rows of xxrjun/nccl-tests-cluster's log) (the simulator of NCCL 2.30.7's model, NVLink at the Ring
-# graph's allotment, nt149 asserted, no model change): regression guards, not targets the model was fitted
-# to. The set misses validate.TARGETS' worst (20 %) and the held-out half HELD_OUT_TARGETS' worst (25 %):
-# the appendix prints the gap.
-ASSERTED = {"points": 75, "median": 0.0218, "worst": 0.3462}
+# What the asserted set and its held-out half gave when measured after 15 more asserted rows joined them
+# (12 H100 rows of xxrjun/nccl-tests-cluster's 10-node logs with 1, 2 and 4 GPUs per node, 2 of Voltage Park's
+# 4-node logs, 1 RoCE ring of NVIDIA/nccl#1368), entered and split by the hash rule before they were simulated
+# (the simulator of NCCL 2.30.7's model, NVLink at the Ring graph's allotment, nt149 asserted, no model change):
+# regression guards, not targets the model was fitted to. The set misses validate.TARGETS' worst (20 %) and the
+# held-out half HELD_OUT_TARGETS' worst (25 %): the appendix prints the gap.
+ASSERTED = {"points": 90, "median": 0.0215, "worst": 0.3462}
 HELD_OUT = {
-    "points": 28,
-    "median": 0.0259,
+    "points": 32,
+    "median": 0.0224,
     "worst": 0.2603,
-    "signed_median": 0.0048,
-    "above": 14,
-    "below": 14,
+    "signed_median": -0.0007,
+    "above": 15,
+    "below": 17,
 }
 SLACK = 0.002  # rounding of the numbers above
 
