@@ -122,7 +122,7 @@ expected: $(VENV)/.test $(VENV)/.book
 FAST_FILES := test_verify test_local test_cost test_pat_and_two_level test_toy_algorithm test_dist \
 	test_layers test_viz test_figrecord test_outputs test_rendered \
 	$(patsubst tests/%.py,%,$(wildcard tests/test_exercises*.py))
-FAST := $(FAST_FILES:%=tests/%.py) -k "not test_dist.py or matches_torch_distributed and 4- or shared_memory_transport_matches"
+FAST := $(FAST_FILES:%=tests/%.py) -k "not test_dist.py or matches_torch_distributed and 4- or shared_memory_transport_matches_torch_distributed and 4"
 
 test-fast: lint
 	rm -rf $(REPORTS)/fast && mkdir -p $(REPORTS)/fast
