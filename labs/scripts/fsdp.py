@@ -37,6 +37,7 @@ from labs.scripts.common import (
     setup,
     sync,
     teardown,
+    time_label,
     timed,
 )
 
@@ -230,6 +231,7 @@ def step_times(env: Env, ddp, opt, fsdp, batch_xy) -> dict[str, float]:
     reps = 10 if env.gpu else 3
     times = {"DDP": timed(env, ddp_step, reps), "ZeRO-3 fp32": timed(env, lambda: fsdp.step(x, y), reps)}
     sync(env)
+    log(env, f"step times, {time_label(env)}")
     for k, v in times.items():
         log(env, f"{k:12s} {v * 1e3:8.2f} ms/step")
     return times

@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 
 import mycollectives as mc
-from labs.scripts.common import Env, launch, log, parser, save, setup, teardown, timed
+from labs.scripts.common import Env, launch, log, parser, save, setup, teardown, time_label, timed
 
 
 class AllToAll(torch.autograd.Function):
@@ -118,6 +118,7 @@ def main() -> None:
     h = 4 * d
     tol = dict(rtol=1e-4, atol=1e-4) if env.gpu else dict(rtol=1e-5, atol=1e-5)
     results = []
+    log(env, f"times are {time_label(env)}")
     for per_rank in a.experts_per_rank or ([1, 2, 4, 8] if env.gpu else [1, 2, 4]):
         n_exp = per_rank * p
         k = min(a.k, n_exp)

@@ -16,7 +16,18 @@ import torch
 import torch.distributed as dist
 
 import mycollectives as mc
-from labs.scripts.common import Env, clock, launch, log, native_group, parser, save, setup, teardown
+from labs.scripts.common import (
+    Env,
+    clock,
+    launch,
+    log,
+    native_group,
+    parser,
+    save,
+    setup,
+    teardown,
+    time_label,
+)
 from mycollectives.cost.calibration import fit_alpha_beta
 
 
@@ -53,6 +64,7 @@ def main() -> None:
     pairs = [(i, j) for i in range(p) for j in range(i + 1, p)]
     times = torch.zeros(len(pairs), len(sizes), dtype=torch.float64, device=env.device)
     log(env, f"{len(pairs)} pairs x {len(sizes)} sizes (4 B .. {max_bytes} B), {reps} round trips each")
+    log(env, f"times are {time_label(env)}")
     for k, (i, j) in enumerate(pairs):
         dist.barrier(group=native_group())
         if env.rank in (i, j):

@@ -196,8 +196,8 @@ def _cap(s: model.System, c: str, a: str, proto: str) -> float:
 
     NCCL's tuner caps each channel (tuning.cc, NCCL 2.30.7): LL and LL128 by their
     per-channel ceilings, NVLSTree by ``perChMaxNVLSTreeBws``. The last is the cost of NVLSTree's network leg: a channel
-    that also sends up and receives down a tree splits its 16 warps into 5 that reduce in
-    the switch and send to the network, 4 that receive from it and multicast, and the rest
+    that also sends up and receives down a tree splits its 20 warps (NCCL_MAX_NTHREADS 640) into 5 that reduce in
+    the switch and send to the network, 4 that receive from it and multicast, and 11
     that copy in and out (``src/device/all_reduce.h``), where single-node NVLS gives the
     switch work the whole channel; the links would allow more than those warps move.
     """

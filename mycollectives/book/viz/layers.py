@@ -1,10 +1,11 @@
 """The package's import graph, drawn by layer (appendix "The package").
 
-One box per part of the package (``algorithms``, ``transport``, ``cost``, ...:
-the first name below ``mycollectives``), placed at the height of its layer
-(:data:`mycollectives.book.layers.LAYERS`), and one arrow per pair of parts one
-imports from the other. Every arrow points down or sideways within a layer;
-an upward one would be a violation that the tests refuse.
+One row and one column per part of the package (``algorithms``, ``transport``,
+``cost``, ...: the first name below ``mycollectives``), both ordered from the top
+layer down (:data:`mycollectives.book.layers.LAYERS`), and a mark where the
+row's part imports the column's. A layer may import its own block (the boxes
+on the diagonal) and the layers after it, to the right; the grey cells, a
+layer above, must stay empty, and the tests refuse a mark there.
 """
 
 from __future__ import annotations
@@ -35,31 +36,29 @@ def _layer(part: str) -> int:
 
 
 def draw_imports(ax: Axes | None = None) -> Axes:
-    """The parts of the package by layer (bottom: ``base``), with their imports as arrows."""
+    """The parts' imports as a matrix, rows importing columns, both from the top layer down."""
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
 
     graph = import_graph()
-    parts = sorted({part_of(m) for m in graph})
-    where = {}
-    for i in range(len(LAYERS)):
-        row = [p for p in parts if _layer(p) == i]
-        for j, p in enumerate(row):
-            where[p] = ((j + 0.5) / len(row), i)
-    ax = ax or plt.subplots(figsize=(9, 6.5))[1]
-    for a, b in sorted(part_edges(graph)):
-        (x0, y0), (x1, y1) = where[a], where[b]
-        ax.annotate(
-            "", (x1, y1 + 0.18), (x0, y0 - 0.18), arrowprops=dict(arrowstyle="->", color="0.55", lw=0.7)
-        )
-    for p, (x, y) in where.items():
-        ax.text(
-            x, y, p, ha="center", va="center", fontsize=9, bbox=dict(boxstyle="round", fc="white", ec="0.3")
-        )
-    ax.set_yticks(range(len(LAYERS)), [name for name, _ in LAYERS], fontsize=9)
-    ax.set_xticks([])
-    ax.set_xlim(0, 1)
-    ax.set_ylim(-0.6, len(LAYERS) - 0.4)
-    for spine in ("top", "right", "bottom"):
-        ax.spines[spine].set_visible(False)
-    ax.set_title("mycollectives: parts by layer, arrows from importer to imported", fontsize=10)
+    parts = sorted({part_of(m) for m in graph}, key=lambda p: (-_layer(p), p))
+    at = {p: i for i, p in enumerate(parts)}
+    n = len(parts)
+    ax = ax or plt.subplots(figsize=(9, 9))[1]
+    blocks: dict[int, list[int]] = {}
+    for i, p in enumerate(parts):
+        blocks.setdefault(_layer(p), [i, i])[1] = i
+    for layer, (a, b) in blocks.items():
+        if a:  # a layer above: forbidden
+            ax.add_patch(Rectangle((-0.5, a - 0.5), a, b - a + 1, color="0.88", lw=0))
+        ax.add_patch(Rectangle((a - 0.5, a - 0.5), b - a + 1, b - a + 1, fill=False, ec="0.35", lw=0.8))
+        ax.text(n, (a + b) / 2, LAYERS[layer][0], va="center", fontsize=9)
+    rows, cols = zip(*sorted((at[a], at[b]) for a, b in part_edges(graph)))
+    ax.scatter(cols, rows, s=22, marker="s", color="C0")
+    ax.set_xticks(range(n), parts, rotation=90, fontsize=9)
+    ax.set_yticks(range(n), parts, fontsize=9)
+    ax.set_xlim(-0.5, n - 0.5)
+    ax.set_ylim(n - 0.5, -0.5)
+    ax.set(xlabel="imported part", ylabel="importing part")
+    ax.set_title("mycollectives: which part imports which (grey: a layer above, empty)", fontsize=10)
     return ax
