@@ -20,7 +20,18 @@ import torch
 import torch.distributed as dist
 
 import mycollectives as mc
-from labs.scripts.common import Env, launch, log, native_group, parser, save, setup, teardown, timed
+from labs.scripts.common import (
+    Env,
+    launch,
+    log,
+    native_group,
+    parser,
+    save,
+    setup,
+    teardown,
+    time_label,
+    timed,
+)
 from mycollectives.pingpong import calibrate
 
 
@@ -50,6 +61,7 @@ def main() -> None:
         env,
         f"{p} ranks, {local} per node ({p // local} nodes), {env.backend}; sizes {sizes[0]} .. {sizes[-1]} B",
     )
+    log(env, f"times are {time_label(env)}")
     calib = None
     if a.calibrate:
         c = calibrate(device=env.device, reps=5)
