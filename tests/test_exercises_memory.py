@@ -96,16 +96,18 @@ def test_shard_design(capsys):
 
 
 def test_decode_design(capsys):
-    assert decode_batch(A100, 4096) == 256
-    assert kv_sequences(A100.hbm_bytes, 16e9, 32, 4096, 4096) == 29
-    check_decode_design(256, 29)
+    assert decode_batch(A100, 5120) == 256  # 5120 b / (5120 + 2 b): 122 at 128, 233 at 256; ridge 153
+    assert kv_sequences(A100.hbm_bytes, 26e9, 40, 5120, 4096) == 16  # 54 GB / 3.36 GB
+    check_decode_design(256, 16)
     assert "memory-bound" in capsys.readouterr().out
     with pytest.raises(AssertionError, match="below it"):
-        check_decode_design(128, 29)
+        check_decode_design(128, 16)
     with pytest.raises(AssertionError, match="but so is batch 256"):
-        check_decode_design(512, 29)
-    with pytest.raises(AssertionError, match="2 GiB"):
-        check_decode_design(256, 32)  # 64 GiB instead of 64 GB
+        check_decode_design(512, 16)
+    with pytest.raises(AssertionError, match="3.36 GB"):
+        check_decode_design(256, 17)  # 54 GiB instead of 54 GB
+    with pytest.raises(AssertionError):
+        check_decode_design(256, 29)  # the chapter's worked example (32 layers of 4096) is not this model
     assert capsys.readouterr().out == ""
 
 

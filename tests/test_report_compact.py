@@ -22,6 +22,7 @@ def test_compact_keeps_time_and_busbw_within_100_columns():
     lines = text.splitlines()
     assert max(map(len, lines)) <= 100
     assert lines[0].split() == list(ALGS)
+    assert lines[1].count(" time us  busbw GB/s") == len(ALGS)  # headers apart, not run together
     by = {(r.size, r.algorithm): r for r in results}
     for line in lines[2:]:
         size, *cells = line.split()

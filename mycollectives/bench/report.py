@@ -169,7 +169,7 @@ def compact(results: Sequence[Result], algorithms: Sequence[str] | None = None) 
     elsewhere; count, type, redop and root are the same on every row).
     """
     algorithms = list(algorithms or dict.fromkeys(r.algorithm for r in results))
-    width = max(18, *(len(a) + 2 for a in algorithms))
+    width = max(21, *(len(a) + 2 for a in algorithms))  # the 19-character header, two spaces
     lines = [f"{'':>10s}" + "".join(f"{a:>{width}s}" for a in algorithms)]
     lines.append(f"{'size (B)':>10s}" + f"{'time us  busbw GB/s':>{width}s}" * len(algorithms))
     for size in sorted({r.size for r in results}):
@@ -186,7 +186,7 @@ def compact(results: Sequence[Result], algorithms: Sequence[str] | None = None) 
 
 def compact_rows(rows: Sequence[Sequence[str]], algorithms: Sequence[str]) -> str:
     """:func:`compact` for a printed table's rows (:func:`parse_table`), algorithms in column order."""
-    width = max(18, *(len(a) + 2 for a in algorithms))
+    width = max(21, *(len(a) + 2 for a in algorithms))  # the 19-character header, two spaces
     lines = [f"{'':>10s}" + "".join(f"{a:>{width}s}" for a in algorithms)]
     lines.append(f"{'size (B)':>10s}" + f"{'time us  busbw GB/s':>{width}s}" * len(algorithms))
     for r in rows:

@@ -170,33 +170,39 @@ def kv_sequences(hbm_bytes: float, weights: float, layers: int, d: int, context:
     return int((hbm_bytes - weights) // per_sequence)
 
 
+#: The decoding design problem's model: layers, width, bytes of bf16 weights, context (Llama 2 13B's shapes).
+DECODE_MODEL = (40, 5120, 26e9, 4096)
+
+
 @exercise
 def check_decode_design(batch: int | None, sequences: int | None) -> None:
-    """Chapter 1's second design problem: an 8-billion-parameter model (32 layers,
-    ``d = 4096``, bf16 weights, 4096-token contexts) decoding on one A100 80 GB."""
+    """Chapter 1's second design problem: a 13-billion-parameter model (40 layers,
+    ``d = 5120``, bf16 weights of 26 GB, 4096-token contexts) decoding on one A100 80 GB.
+    (Not the chapter's worked KV-cache example, 32 layers of 4096, whose numbers it prints.)"""
     need(batch, "batch")
     need(sequences, "sequences")
-    want_b = decode_batch(A100, 4096)
-    want_s = kv_sequences(A100.hbm_bytes, 16e9, 32, 4096, 4096)
+    layers, d, weights, context = DECODE_MODEL
+    want_b = decode_batch(A100, d)
+    want_s = kv_sequences(A100.hbm_bytes, weights, layers, d, context)
     ridge, b = A100.ridge_point("bf16"), int(batch)
     if b != want_b:
-        at = gemm_intensity(b, 4096) if b > 0 else 0.0
+        at = gemm_intensity(b, d) if b > 0 else 0.0
         where = (
             "below it"
             if at < ridge
-            else f"above it, but so is batch {b // 2} ({gemm_intensity(b // 2, 4096):.0f})"
-            if b > 1 and gemm_intensity(b // 2, 4096) >= ridge
+            else f"above it, but so is batch {b // 2} ({gemm_intensity(b // 2, d):.0f})"
+            if b > 1 and gemm_intensity(b // 2, d) >= ridge
             else "above it"
         )
         raise AssertionError(
             f"batch {batch}: its GEMM does {at:.0f} FLOPs per byte (b d / (2 b + d) in bf16) against the "
             f"A100's bf16 ridge point of {ridge:.0f}: {where}; find the smallest power of two that reaches it"
         )
-    per_seq = 2 * 32 * 4096 * 2 * 4096
+    per_seq = 2 * layers * d * 2 * context
     assert int(sequences) == want_s, (
-        f"{sequences} sequences: one sequence keeps keys and values of 32 layers x 4096 wide x 4096 "
-        f"tokens x 2 bytes = {per_seq / 2**30:.0f} GiB; {(A100.hbm_bytes - 16e9) / 1e9:.0f} GB are left "
-        "beside the 16 GB of weights (round down)"
+        f"{sequences} sequences: one sequence keeps keys and values of {layers} layers x {d} wide x "
+        f"{context} tokens x 2 bytes = {per_seq / 1e9:.2f} GB; {(A100.hbm_bytes - weights) / 1e9:.0f} GB "
+        f"are left beside the {weights / 1e9:.0f} GB of weights (round down)"
     )
     passed(
         f"Correct: compute-bound from batch {want_b}",
