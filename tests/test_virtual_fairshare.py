@@ -1,0 +1,38 @@
+"""The virtual network's plain-Python max-min sharing gives NumPy's rates float for float."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mycollectives.sim.fluid import Paths, max_min_rates
+from mycollectives.virtual.fairshare import fair_rates
+
+
+def _numpy(routes: list[list[int]], cap: dict[int, float]) -> list[float]:
+    flow = np.repeat(np.arange(len(routes)), [len(r) for r in routes])
+    link = np.array([x for r in routes for x in r], np.int64)
+    paths = Paths.of(flow, link, len(routes))
+    caps = np.array([cap[x] for x in paths.links.tolist()])
+    return max_min_rates(paths, caps, np.ones(len(routes), bool)).tolist()
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_same_rates_as_numpy(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    links = int(rng.integers(1, 40))
+    # capacities from a few classes (ties, as NVLink and NICs give) and some arbitrary ones
+    cap = {x: float(rng.choice([25e9, 50e9, 450e9, rng.uniform(1e9, 5e11)])) for x in range(links)}
+    routes = [
+        rng.choice(
+            links, size=int(rng.integers(1, min(links, 6) + 1)), replace=bool(rng.integers(2))
+        ).tolist()
+        for _ in range(int(rng.integers(1, 120)))
+    ]
+    got, want = fair_rates(routes, cap), _numpy(routes, cap)
+    assert [x.hex() for x in got] == [x.hex() for x in want]
+
+
+def test_a_shared_link_is_split_and_the_rest_goes_to_the_free_flow() -> None:
+    cap = {0: 100.0, 1: 30.0, 2: 100.0}
+    assert fair_rates([[0, 1], [0, 2], [2]], cap) == [30.0, 50.0, 50.0]
