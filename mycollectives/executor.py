@@ -170,10 +170,17 @@ class _Run:
         self.in_place = caps.read_in_place  # held() and release() (ReadsInPlace)
         self.note = flight.current()
         self.note.enter(schedule.algorithm, len(schedule.rounds), name)
+        self._views: dict[tuple[int, int, int], torch.Tensor] = {}
 
     def view(self, buf: int, off: int, count: int) -> torch.Tensor:
-        t = self.buffers[buf]
-        return t if off == 0 and count == t.numel() else t[off : off + count]  # each slice is a torch op
+        """Elements ``off:off + count`` of buffer ``buf``: each slice is a torch op, so each is made once per
+        call (a chunk is received, reduced into and sent on: most are asked for several times)."""
+        key = (buf, off, count)
+        v = self._views.get(key)
+        if v is None:
+            t = self.buffers[buf]
+            v = self._views[key] = t if off == 0 and count == t.numel() else t[off : off + count]
+        return v
 
     def apply(self, data: torch.Tensor, pieces: list[Piece]) -> None:
         apply(data, pieces, self.view, self.combine)
