@@ -1,12 +1,16 @@
-"""The virtual network's plain-Python max-min sharing gives NumPy's rates float for float."""
+"""The virtual network's fast paths give what they stand for: its plain-Python max-min sharing NumPy's
+rates float for float, and its routes, kept leg by leg, ``Topology.route``'s links."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from mycollectives.sim.engine import LinkModel
 from mycollectives.sim.fluid import Paths, max_min_rates
 from mycollectives.virtual.fairshare import fair_rates
+from mycollectives.virtual.network import Network
+from mycollectives.virtual.runner import topology_of
 
 
 def _numpy(routes: list[list[int]], cap: dict[int, float]) -> list[float]:
@@ -36,3 +40,13 @@ def test_same_rates_as_numpy(seed: int) -> None:
 def test_a_shared_link_is_split_and_the_rest_goes_to_the_free_flow() -> None:
     cap = {0: 100.0, 1: 30.0, 2: 100.0}
     assert fair_rates([[0, 1], [0, 2], [2]], cap) == [30.0, 50.0, 50.0]
+
+
+def test_routes_are_the_topologys() -> None:
+    topo = topology_of("dgx_h100", 2, None)
+    net = Network(LinkModel(topo))
+    for src in range(topo.num_gpus):
+        for dst in range(topo.num_gpus):
+            for rail in (-1, 0, 5, 11):
+                want = topo.route([src], [dst], None if rail < 0 else [rail])[1]
+                assert net.links(src, dst, rail).tolist() == want.tolist(), (src, dst, rail)

@@ -61,7 +61,14 @@ class Network:
         key = (src, dst, rail)
         hit = self._routes.get(key)
         if hit is None:
-            _, hit = self.topo.route([src], [dst], None if rail < 0 else [rail])
+            topo = self.topo
+            if rail >= 0 and topo.nics_per_node and int(topo.node_of(src)) != int(topo.node_of(dst)):
+                # Topology.route on a rail: three plain legs (NVLink, the rail, NVLink), each kept apart,
+                # since many messages share a leg
+                a, b = int(topo.rail_gpu(src, rail)), int(topo.rail_gpu(dst, rail))
+                hit = np.concatenate([self.links(src, a), self.links(a, b), self.links(b, dst)])
+            else:
+                _, hit = topo.route([src], [dst])
             self._routes[key] = hit
         return hit
 
