@@ -189,7 +189,9 @@ class _Reductions(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         k = kind(func)
-        out = _without_data(k.name, args, kwargs) if k.may_skip or "out" in kwargs else None
+        out = None
+        if (k.may_skip or "out" in kwargs) and _first_is_meta(args):
+            out = _without_data(k.name, args, kwargs)
         if out is None:
             out = func(*args, **kwargs)
         if k.no_reduction:
@@ -200,6 +202,15 @@ class _Reductions(TorchDispatchMode):
         # no floor: the reductions run inside the collective's kernel, as NCCL's do, not as kernels of their own
         self.actor.clock += nbytes / (self.c.roof.bandwidth * self.c.rates.hbm) * self.c.slow
         return out
+
+
+def _first_is_meta(args) -> bool:
+    """Whether the op's first tensor (the first of a ``cat``'s list) is meta: :func:`_without_data` gives
+    None unless all are, so an op on real data need not ask it."""
+    first = args[0] if args else None
+    if isinstance(first, (list, tuple)):
+        first = first[0] if first else None
+    return not isinstance(first, torch.Tensor) or first.is_meta
 
 
 def _without_data(name: str, args, kwargs) -> torch.Tensor | None:
