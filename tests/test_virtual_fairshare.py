@@ -50,3 +50,15 @@ def test_routes_are_the_topologys() -> None:
             for rail in (-1, 0, 5, 11):
                 want = topo.route([src], [dst], None if rail < 0 else [rail])[1]
                 assert net.links(src, dst, rail).tolist() == want.tolist(), (src, dst, rail)
+
+
+@pytest.mark.parametrize("proto", ["simple", "ll", "ll128"])
+def test_path_latency_is_the_rounds(proto: str) -> None:
+    topo = topology_of("dgx_h100", 2, None)
+    model = LinkModel(topo, proto)
+    for src in range(topo.num_gpus):
+        for dst in range(topo.num_gpus):
+            for rail in (None, [0], [7]):
+                _, links = topo.route([src], [dst], rail)
+                want = model.latency(np.zeros(len(links), np.int64), links, 1)
+                assert model.path_latency(links).hex() == want.hex(), (src, dst, rail)

@@ -79,7 +79,7 @@ class Network:
         hit = self._latency.get(key)
         if hit is None:
             links = self.links(src, dst, rail)
-            hit = self._latency[key] = self.model.latency(np.zeros(len(links), np.int64), links, 1)
+            hit = self._latency[key] = self.model.path_latency(links)
         return hit
 
     def p2p_latency(self, src: int, dst: int) -> float:
