@@ -16,6 +16,7 @@ one all-reduce of 1 MiB, within 60 s and 8 GiB.
     python benchmarks/virtual_scale.py                         # the targets' cases
     python benchmarks/virtual_scale.py --case 64 10 1 --case 128 1 0
     python benchmarks/virtual_scale.py --against /tmp/old      # each case on another checkout first
+    python benchmarks/virtual_scale.py --handovers             # what one hand-over between ranks costs
 
 ``--against DIR`` runs each case twice, side by side: first with the package of
 another checkout (``DIR``, imported through ``PYTHONPATH``), then with this one,
@@ -65,6 +66,23 @@ def one(ranks: int, calls: int, size: int, check: bool, data: bool) -> dict:
     return {"ranks": ranks, "calls": calls, "check": check, "data": data, "wall_s": wall, "cpu_s": cpu, "cpu_run_s": cpu_run,
             "virtual_s": run.elapsed, "peak_rss_gib": rss / 2**30, "flows": run.stats["flows"],
             "nccl": f"{choice.algorithm}/{choice.protocol}" if choice else "-"}  # fmt: skip
+
+
+def handovers(ranks: int = 16, rounds: int = 300) -> tuple[float, float]:
+    """CPU and wall microseconds of one hand-over between rank threads (the scheduler's Python
+    included): each rank moves its clock and lets the others catch up, ``rounds`` times."""
+    from mycollectives.virtual import maestro
+
+    def body(rank: int) -> None:
+        me = maestro.current()
+        for _ in range(rounds):
+            me.clock += 1e-6
+            me.maestro.sync(me)
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    run = virtual.run(body, "dgx_h100", ranks // 8)
+    n = run.stats["switches"]
+    return (time.process_time() - c0) / n * 1e6, (time.perf_counter() - t0) / n * 1e6
 
 
 def in_child(ranks: int, calls: int, size: int, check: bool, data: bool, tree: str | None = None) -> dict:
@@ -117,8 +135,14 @@ def main() -> None:
                     help="a case (check 0/1), data-free and with data; default: the targets' cases")  # fmt: skip
     ap.add_argument("--size", type=int, default=1 << 20, help="bytes per all-reduce (default 1 MiB)")
     ap.add_argument("--against", metavar="DIR", help="first run each case on the checkout in DIR")
+    ap.add_argument("--handovers", action="store_true", help="only: the cost of one hand-over between ranks")
     ap.add_argument("--child", nargs=5, type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.handovers:
+        cpu, wall = handovers()
+        print(f"one hand-over between 16 rank threads: {cpu:.1f} us CPU, {wall:.1f} us wall "
+              f"(load {os.getloadavg()[0]:.1f})")  # fmt: skip
+        return
     if args.child:
         r, c, s, chk, data = args.child
         print(json.dumps(one(r, c, s, bool(chk), bool(data))))
