@@ -1,8 +1,9 @@
 """How fast, and in how much memory, the virtual cluster runs (issue 37's targets).
 
-Not a test: it prints wall-clock seconds, CPU seconds (the process's, start-up
-included: on a loaded machine the wall time is the one that drifts) and peak
-resident memory of each case, run in a fresh process of its own (so each peak is its own). Every rank
+Not a test: it prints wall-clock seconds, CPU seconds of the run (``CPU run``)
+and of the whole process (``CPU all``, start-up included; on a loaded machine
+the wall time is the one that drifts) and the peak resident memory of each
+case, run in a fresh process of its own (so each peak is its own). Every rank
 of a DGX H100 cluster runs ``calls`` all-reduces of ``size`` bytes with
 ``algorithm="auto"`` (inside a virtual run: what NCCL would run), one thread
 per rank, resumed one at a time in virtual time; with real float32 data, or
@@ -14,12 +15,19 @@ one all-reduce of 1 MiB, within 60 s and 8 GiB.
 
     python benchmarks/virtual_scale.py                         # the targets' cases
     python benchmarks/virtual_scale.py --case 64 10 1 --case 128 1 0
+    python benchmarks/virtual_scale.py --against /tmp/old      # each case on another checkout first
+    python benchmarks/virtual_scale.py --handovers             # what one hand-over between ranks costs
+
+``--against DIR`` runs each case twice, side by side: first with the package of
+another checkout (``DIR``, imported through ``PYTHONPATH``), then with this one,
+so that both see the same load; the load average is printed with each row.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -46,21 +54,40 @@ def step(rank: int, calls: int, count: int, check: bool, data: bool) -> float:
 def one(ranks: int, calls: int, size: int, check: bool, data: bool) -> dict:
     """One case in this process: wall seconds, virtual seconds, peak RSS."""
     nodes = max(1, ranks // 8)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     run = virtual.run(
         step, "dgx_h100", nodes, (calls, size // 4, check, data), world_size=ranks if ranks < 8 else None,
         data=data,
     )  # fmt: skip
-    wall = time.perf_counter() - t0
+    wall, cpu_run = time.perf_counter() - t0, time.process_time() - c0
     use = resource.getrusage(resource.RUSAGE_SELF)
     rss, cpu = use.ru_maxrss * 1024, use.ru_utime + use.ru_stime  # Linux: ru_maxrss in KiB
     choice = run.calls[0].choice if run.calls else None
-    return {"ranks": ranks, "calls": calls, "check": check, "data": data, "wall_s": wall, "cpu_s": cpu,
+    return {"ranks": ranks, "calls": calls, "check": check, "data": data, "wall_s": wall, "cpu_s": cpu, "cpu_run_s": cpu_run,
             "virtual_s": run.elapsed, "peak_rss_gib": rss / 2**30, "flows": run.stats["flows"],
             "nccl": f"{choice.algorithm}/{choice.protocol}" if choice else "-"}  # fmt: skip
 
 
-def in_child(ranks: int, calls: int, size: int, check: bool, data: bool) -> dict:
+def handovers(ranks: int = 16, rounds: int = 300) -> tuple[float, float]:
+    """CPU and wall microseconds of one hand-over between rank threads (the scheduler's Python
+    included): each rank moves its clock and lets the others catch up, ``rounds`` times."""
+    from mycollectives.virtual import maestro
+
+    def body(rank: int) -> None:
+        me = maestro.current()
+        for _ in range(rounds):
+            me.clock += 1e-6
+            me.maestro.sync(me)
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    run = virtual.run(body, "dgx_h100", ranks // 8)
+    n = run.stats["switches"]
+    return (time.process_time() - c0) / n * 1e6, (time.perf_counter() - t0) / n * 1e6
+
+
+def in_child(ranks: int, calls: int, size: int, check: bool, data: bool, tree: str | None = None) -> dict:
+    """One case in a fresh process, with the package of checkout ``tree`` (None: this one)."""
+    env = dict(os.environ, PYTHONPATH=tree) if tree else None
     cmd = [
         sys.executable,
         __file__,
@@ -71,7 +98,7 @@ def in_child(ranks: int, calls: int, size: int, check: bool, data: bool) -> dict
         str(int(check)),
         str(int(data)),
     ]
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if done.returncode != 0:  # killed (-9: out of memory, most likely) or failed: say so, go on
         why = (
             f"signal {-done.returncode}"
@@ -82,39 +109,51 @@ def in_child(ranks: int, calls: int, size: int, check: bool, data: bool) -> dict
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def verdict(ranks: int, calls: int, row: dict) -> str:
+    target = TARGETS.get((ranks, calls))
+    if target is None:
+        return ""
+    ok = row["wall_s"] <= target[0] and (target[1] is None or row["peak_rss_gib"] <= target[1])
+    return f"{target[0]:g} s" + (f", {target[1]:g} GiB" if target[1] else "") + (": ok" if ok else ": MISSED")
+
+
+def show(label: str, case: tuple, row: dict) -> None:
+    ranks, calls, check, data = case
+    head = f"{label:>7} {ranks:5d} {calls:5d} {check!s:>5} {data!s:>5}"
+    load = f"{os.getloadavg()[0]:5.1f}"
+    if "failed" in row:
+        print(f"{head}  did not finish: {row['failed']} (load {load})", flush=True)
+        return
+    print(f"{head} {row['nccl']:>15} {row['flows']:7d} {row['wall_s']:9.2f} {row['cpu_run_s']:8.2f} {row['cpu_s']:8.2f} "
+          f"{row['peak_rss_gib']:14.2f} {row['virtual_s'] * 1e3:12.6f} {load}  {verdict(ranks, calls, row)}",
+          flush=True)  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--case", nargs=3, type=int, action="append", metavar=("RANKS", "CALLS", "CHECK"),
                     help="a case (check 0/1), data-free and with data; default: the targets' cases")  # fmt: skip
     ap.add_argument("--size", type=int, default=1 << 20, help="bytes per all-reduce (default 1 MiB)")
+    ap.add_argument("--against", metavar="DIR", help="first run each case on the checkout in DIR")
+    ap.add_argument("--handovers", action="store_true", help="only: the cost of one hand-over between ranks")
     ap.add_argument("--child", nargs=5, type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.handovers:
+        cpu, wall = handovers()
+        print(f"one hand-over between 16 rank threads: {cpu:.1f} us CPU, {wall:.1f} us wall "
+              f"(load {os.getloadavg()[0]:.1f})")  # fmt: skip
+        return
     if args.child:
         r, c, s, chk, data = args.child
         print(json.dumps(one(r, c, s, bool(chk), bool(data))))
         return
     cases = [(r, c, bool(k), d) for r, c, k in args.case for d in (True, False)] if args.case else CASES
-    print(f"{'ranks':>5} {'calls':>5} {'check':>5} {'data':>5} {'NCCL runs':>15} {'flows':>7} "
-          f"{'wall (s)':>9} {'CPU (s)':>8} {'peak RSS (GiB)':>14} {'virtual (ms)':>12}  target")  # fmt: skip
-    for ranks, calls, check, data in cases:
-        row = in_child(ranks, calls, args.size, check, data)
-        if "failed" in row:
-            print(
-                f"{ranks:5d} {calls:5d} {check!s:>5} {data!s:>5}  did not finish: {row['failed']}", flush=True
-            )
-            continue
-        target = TARGETS.get((ranks, calls))
-        verdict = ""
-        if target is not None:
-            ok = row["wall_s"] <= target[0] and (target[1] is None or row["peak_rss_gib"] <= target[1])
-            verdict = (
-                f"{target[0]:g} s"
-                + (f", {target[1]:g} GiB" if target[1] else "")
-                + (": ok" if ok else ": MISSED")
-            )
-        print(f"{ranks:5d} {calls:5d} {check!s:>5} {data!s:>5} {row['nccl']:>15} {row['flows']:7d} "
-              f"{row['wall_s']:9.2f} {row['cpu_s']:8.2f} {row['peak_rss_gib']:14.2f} {row['virtual_s'] * 1e3:12.3f}  {verdict}",
-              flush=True)  # fmt: skip
+    trees = [("other", args.against), ("this", None)] if args.against else [("this", None)]
+    print(f"{'code':>7} {'ranks':>5} {'calls':>5} {'check':>5} {'data':>5} {'NCCL runs':>15} {'flows':>7} "
+          f"{'wall (s)':>9} {'CPU run':>8} {'CPU all':>8} {'peak RSS (GiB)':>14} {'virtual (ms)':>12} {'load':>5}  target")  # fmt: skip
+    for case in cases:
+        for label, tree in trees:
+            show(label, case, in_child(*case[:2], args.size, *case[2:], tree))
 
 
 if __name__ == "__main__":

@@ -171,10 +171,18 @@ class _Run:
         self.in_place = caps.read_in_place  # held() and release() (ReadsInPlace)
         self.note = flight.current()
         self.note.enter(schedule.algorithm, len(schedule.rounds), name)
+        self._views: dict[tuple[int, int, int], torch.Tensor] = {}
+        self._staged: dict[tuple[str, int, int, int], torch.Tensor] = {}
 
     def view(self, buf: int, off: int, count: int) -> torch.Tensor:
-        t = self.buffers[buf]
-        return t if off == 0 and count == t.numel() else t[off : off + count]  # each slice is a torch op
+        """Elements ``off:off + count`` of buffer ``buf``: each slice is a torch op, so each is made once per
+        call (a chunk is received, reduced into and sent on: most are asked for several times)."""
+        key = (buf, off, count)
+        v = self._views.get(key)
+        if v is None:
+            t = self.buffers[buf]
+            v = self._views[key] = t if off == 0 and count == t.numel() else t[off : off + count]
+        return v
 
     def apply(self, data: torch.Tensor, pieces: list[Piece]) -> None:
         apply(data, pieces, self.view, self.combine)
@@ -191,17 +199,29 @@ class _Run:
         round's end: it lands on data this rank still sends)."""
         total = sum(p[2] for _, pieces in rp.recvs for p in pieces)
         slot = f"staging {strand}" if strand else "staging"  # strands in flight at once stage apart
-        staging, at, recvs = workspace(self.transport, slot, total, self.like), 0, []
+        at, recvs = 0, []
         for (peer, pieces), mode in zip(rp.recvs, rp.modes):
             if mode == "direct":
                 recvs.append((Message(self.view(*pieces[0][:3]), peer), pieces, mode))
                 continue
             count = sum(p[2] for p in pieces)
-            recvs.append(
-                (Message(staging if count == total else staging[at : at + count], peer), pieces, mode)
-            )
+            recvs.append((Message(self.staged(slot, total, at, count), peer), pieces, mode))
             at += count
         return recvs
+
+    def staged(self, slot: str, total: int, at: int, count: int) -> torch.Tensor:
+        """``count`` elements at ``at`` of a round's ``total`` in the workspace ``slot``, each view made once
+        per call (a round's staging is done with before the strand's next round uses it again)."""
+        key = (slot, total, at, count)
+        v = self._staged.get(key)
+        if v is None:
+            whole = self._staged.get((slot, total, 0, total))
+            if whole is None:
+                whole = self._staged[(slot, total, 0, total)] = workspace(
+                    self.transport, slot, total, self.like
+                )
+            v = self._staged[key] = whole if count == total else whole[at : at + count]
+        return v
 
     def round(self, rp: RoundPlan, strand: int = 0):
         """Post the round's messages, apply each receive as it arrives, wait for the sends, copy, settle.

@@ -45,6 +45,7 @@ class LinkModel:
     def __init__(self, topo: Topology, proto="simple", cap_scale: float = 1.0):
         self.topo, self.proto = topo, get_protocol(proto)
         self.cap_scale = cap_scale
+        self._per_link: tuple[list, list] | None = None  # link classes and latencies as lists (path_latency)
 
     @property
     def base_latency(self) -> float:
@@ -63,6 +64,21 @@ class LinkModel:
         lat = np.bincount(flow, weights=self.topo.link_lat[link], minlength=nflows)
         used = np.unique(cls[np.bincount(flow, minlength=nflows) > 0])
         return float(max(self.proto.round_latency(int(c)) for c in used) + lat.max())
+
+    def path_latency(self, links: np.ndarray) -> float:
+        """:meth:`latency` of one flow over ``links``, float for float, without NumPy's fixed costs (the
+        virtual cluster asks it once per route): its slowest class's step latency plus its hops', summed
+        in order as ``np.bincount`` sums them."""
+        if not len(links):
+            return 0.0
+        if self._per_link is None:
+            self._per_link = (self.topo.link_class.tolist(), self.topo.link_lat.tolist())
+        cls, lat = self._per_link
+        slowest, total = 0, 0.0
+        for k in links.tolist():
+            slowest = max(slowest, cls[k])
+            total += lat[k]
+        return float(self.proto.round_latency(int(slowest)) + total)
 
     def round_latency(self, src: np.ndarray, dst: np.ndarray, rail=None) -> float:
         """The latency of one round of transfers ``src[i] -> dst[i]`` (GPUs; ``rail`` as ``Topology.route``)."""

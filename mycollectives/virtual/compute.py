@@ -29,14 +29,15 @@ float32 on the GPU; cast it to bfloat16 to price a mixed-precision model.
 from __future__ import annotations
 
 import contextlib
-import threading
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
 from ..memory.roofline import Roofline
 from ..memory.vendor import A100, GB, H100, TFLOPS
+from .dispatch import here as _here
+from .dispatch import kind, paused
 from .rates import ROOFLINE, Rates, gemm_shape, quantisation, tf32
 
 # Dense bf16 tensor-core peak and HBM bandwidth per GPU. A100 and H100: chapter 1's vendor table
@@ -62,24 +63,6 @@ FP32_PEAK = {
     "GB200": 75 * TFLOPS,
 }
 _TENSOR_CORE_DTYPES = (torch.bfloat16, torch.float16)
-
-# Ops that cost nothing: making a tensor's first values (the data's set-up, done once, not a step's work;
-# ``from_file`` maps symmetric memory's blocks;
-# filling an existing tensor, ``fill_`` or ``zero_``, is a kernel and is charged), and ops that move no data.
-_FREE_OPS = frozenset(
-    "aten::" + name
-    for name in (
-        "empty empty_like empty_strided ones ones_like zeros zeros_like full full_like rand rand_like randn "
-        "randn_like randint randint_like randperm arange linspace eye scalar_tensor lift_fresh detach alias "
-        "_local_scalar_dense set_ resize_ from_file"
-    ).split()
-)
-
-# Ops that run on the host and launch nothing on the GPU: the profiler's markers (``record_function``,
-# which DDP's forward opens) are bookkeeping, not kernels.
-_HOST_NAMESPACES = frozenset({"profiler"})
-
-_here = threading.local()
 
 
 def _gpu_of(topology) -> str:
@@ -159,9 +142,8 @@ class Charge(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        if getattr(_here, "paused", 0) or func.is_view or func.name().split(".")[0] in _FREE_OPS:
-            return out
-        if func.namespace in _HOST_NAMESPACES:
+        k = kind(func)
+        if k.uncharged or getattr(_here, "paused", 0):
             return out
         packet = func._overloadpacket
         fn = flop_registry.get(packet)
@@ -170,7 +152,7 @@ class Charge(TorchDispatchMode):
         self.flops += flops
         self.bytes += nbytes
         self.ops += 1
-        shape = gemm_shape(func.name().split(".")[0], args)
+        shape = gemm_shape(k.name, args)
         self.charge(op_time(self.roofline(_dtype((out, args)), shape), flops, nbytes, self.rates, shape))
         return out
 
@@ -193,21 +175,6 @@ class Charge(TorchDispatchMode):
             self.record(self.actor.rank, "compute", start, self.actor.clock)
 
 
-@contextlib.contextmanager
-def paused():
-    """Ops run meanwhile in this thread are not charged (the package's own copies and reductions):
-    the thread's dispatch modes are set aside, so those ops also skip the mode's Python overhead."""
-    _here.paused = getattr(_here, "paused", 0) + 1
-    try:
-        if _torch_dispatch_mode_active():  # a collective's own (its reductions') too: copies are not those
-            with _disable_current_modes():
-                yield
-        else:
-            yield
-    finally:
-        _here.paused -= 1
-
-
 class _Reductions(TorchDispatchMode):
     """Inside a collective: every op that is not a copy (the network's work) is a reduction, charged
     to ``actor``'s clock as memory-bound work at ``charge``'s HBM rate (inside the collective's own
@@ -221,11 +188,13 @@ class _Reductions(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        name = func.name().split(".")[0]
-        out = _without_data(name, args, kwargs)
+        k = kind(func)
+        out = None
+        if (k.may_skip or "out" in kwargs) and _first_is_meta(args):
+            out = _without_data(k.name, args, kwargs)
         if out is None:
             out = func(*args, **kwargs)
-        if func.is_view or name in _FREE_OPS or name in _MOVES or func.namespace in _HOST_NAMESPACES:
+        if k.no_reduction:
             return out
         if self.actor.state.get("free"):  # the argument check's combine (virtual/transport.py): bookkeeping
             return out
@@ -233,6 +202,15 @@ class _Reductions(TorchDispatchMode):
         # no floor: the reductions run inside the collective's kernel, as NCCL's do, not as kernels of their own
         self.actor.clock += nbytes / (self.c.roof.bandwidth * self.c.rates.hbm) * self.c.slow
         return out
+
+
+def _first_is_meta(args) -> bool:
+    """Whether the op's first tensor (the first of a ``cat``'s list) is meta: :func:`_without_data` gives
+    None unless all are, so an op on real data need not ask it."""
+    first = args[0] if args else None
+    if isinstance(first, (list, tuple)):
+        first = first[0] if first else None
+    return not isinstance(first, torch.Tensor) or first.is_meta
 
 
 def _without_data(name: str, args, kwargs) -> torch.Tensor | None:
@@ -254,9 +232,6 @@ def _without_data(name: str, args, kwargs) -> torch.Tensor | None:
     return args[0] if name.endswith("_") and isinstance(args[0], torch.Tensor) else None
 
 
-_MOVES = frozenset("aten::" + n for n in "copy_ clone cat _to_copy contiguous slice narrow".split())
-
-
 @contextlib.contextmanager
 def collective(charge: Charge | None, actor):
     """A collective's work on ``actor`` (a rank, or its communication stream): not charged as
@@ -267,7 +242,3 @@ def collective(charge: Charge | None, actor):
         else:
             with _Reductions(charge, actor):
                 yield
-
-
-def _torch_dispatch_mode_active() -> bool:
-    return torch._C._len_torch_dispatch_stack() > 0

@@ -23,16 +23,18 @@ import numpy as np
 
 from ..sim.engine import LinkModel
 from ..sim.fluid import Paths, max_min_rates
+from .fairshare import SMALL, fair_rates
 from .maestro import Activity
 
 INF = float("inf")
 
 
 class Flow:
-    __slots__ = ("id", "links", "nbytes", "left", "since", "rate", "finish", "done")
+    __slots__ = ("id", "links", "route", "nbytes", "left", "since", "rate", "finish", "done")
 
-    def __init__(self, fid: int, links: np.ndarray, nbytes: int, done: Activity):
+    def __init__(self, fid: int, links: np.ndarray, nbytes: int, done: Activity, route: list[int]):
         self.id, self.links, self.nbytes, self.left = fid, links, float(nbytes), float(nbytes)
+        self.route = route  # its links as ints (fairshare.py)
         self.since = 0.0  # when ``left`` was last brought up to date (its rate changes only then)
         self.rate, self.finish, self.done = 0.0, INF, done
 
@@ -47,6 +49,8 @@ class Network:
         self._active: list[Flow] = []
         self._soonest = INF  # when the first flow in flight finishes
         self._routes: dict[tuple[int, int], np.ndarray] = {}
+        self._lists: dict[tuple[int, int, int], list[int]] = {}  # the same as lists of ints
+        self._cap: dict[int, float] = {}  # each link's capacity, as the model gives it
         self._latency: dict[tuple[int, int], float] = {}
         self._ids = 0
         self.flows = 0  # flows posted so far
@@ -57,7 +61,14 @@ class Network:
         key = (src, dst, rail)
         hit = self._routes.get(key)
         if hit is None:
-            _, hit = self.topo.route([src], [dst], None if rail < 0 else [rail])
+            topo = self.topo
+            if rail >= 0 and topo.nics_per_node and int(topo.node_of(src)) != int(topo.node_of(dst)):
+                # Topology.route on a rail: three plain legs (NVLink, the rail, NVLink), each kept apart,
+                # since many messages share a leg
+                a, b = int(topo.rail_gpu(src, rail)), int(topo.rail_gpu(dst, rail))
+                hit = np.concatenate([self.links(src, a), self.links(a, b), self.links(b, dst)])
+            else:
+                _, hit = topo.route([src], [dst])
             self._routes[key] = hit
         return hit
 
@@ -68,7 +79,7 @@ class Network:
         hit = self._latency.get(key)
         if hit is None:
             links = self.links(src, dst, rail)
-            hit = self._latency[key] = self.model.latency(np.zeros(len(links), np.int64), links, 1)
+            hit = self._latency[key] = self.model.path_latency(links)
         return hit
 
     def p2p_latency(self, src: int, dst: int) -> float:
@@ -88,7 +99,10 @@ class Network:
                 maestro.fire(done, self.now)
                 return
             links = links[:0]
-        flow = Flow(self._ids, links, nbytes, done)
+        route = self._lists.get((src, dst, rail))
+        if route is None:
+            route = self._lists[(src, dst, rail)] = links.tolist()
+        flow = Flow(self._ids, links, nbytes, done, route if len(links) else [])
         heapq.heappush(self._starting, (self.now + latency, flow.id, flow))
 
     def next_time(self) -> float:
@@ -124,15 +138,30 @@ class Network:
     def _reshare(self) -> None:
         """Max-min fair rates of the flows in flight, and when each would finish at them."""
         act = self._active
-        sizes = np.fromiter((len(f.links) for f in act), np.int64, len(act))
-        flow = np.repeat(np.arange(len(act)), sizes)
-        link = np.concatenate([f.links for f in act])
-        paths = Paths.of(flow, link, len(act))
-        rate = max_min_rates(paths, self.model.capacity(paths.links), np.ones(len(act), bool))
+        if len(act) <= SMALL:
+            rate = self._fair(act)
+        else:
+            rate = self._fair_numpy(act)
         soonest, now = INF, self.now
-        for f, r in zip(act, rate.tolist()):
+        for f, r in zip(act, rate):
             f.left -= f.rate * (now - f.since)  # what it moved at its old rate
             f.rate, f.since = r, now
             f.finish = now + f.left / r
             soonest = min(soonest, f.finish)
         self._soonest = soonest  # the next flow to finish, until the flows in flight change
+
+    def _fair(self, act: list[Flow]) -> list[float]:
+        """:func:`~.fairshare.fair_rates` of a few flows, each link's capacity as the model gives it."""
+        cap = self._cap
+        for f in act:
+            for link in f.route:
+                if link not in cap:
+                    cap[link] = float(self.model.capacity(np.array([link]))[0])
+        return fair_rates([f.route for f in act], cap)
+
+    def _fair_numpy(self, act: list[Flow]) -> list[float]:
+        sizes = np.fromiter((len(f.links) for f in act), np.int64, len(act))
+        flow = np.repeat(np.arange(len(act)), sizes)
+        link = np.concatenate([f.links for f in act])
+        paths = Paths.of(flow, link, len(act))
+        return max_min_rates(paths, self.model.capacity(paths.links), np.ones(len(act), bool)).tolist()

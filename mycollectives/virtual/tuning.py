@@ -26,8 +26,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-import numpy as np
-
 from .. import auto
 from ..algorithms import channels as _channels
 from ..sim.engine import LinkModel
@@ -146,7 +144,7 @@ class Pricing:
         hit = self.world.priced.get(key)
         if hit is None:
             links = net.links(src, dst, rail)
-            hit = self.world.priced[key] = self.model.latency(np.zeros(len(links), np.int64), links, 1)
+            hit = self.world.priced[key] = self.model.path_latency(links)
         return hit
 
 
