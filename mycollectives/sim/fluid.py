@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-_EPS = 1e-9
+EPS = 1e-9  # relative tolerance: a flow whose share is within it of a link's fair share is frozen there
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ def max_min_rates(paths: Paths, cap: np.ndarray, active: np.ndarray) -> np.ndarr
         starts = np.flatnonzero(np.diff(flow, prepend=-1))
         fshare = np.minimum.reduceat(share[local], starts)  # each live flow's tightest link
         s = fshare.min()
-        frozen = fshare <= s * (1 + _EPS)
+        frozen = fshare <= s * (1 + EPS)
         rate[flow[starts[frozen]]] = s
         done = np.repeat(frozen, np.diff(np.append(starts, len(flow))))
         rem = np.maximum(rem - np.bincount(local[done], minlength=len(rem)) * s, 0)
@@ -72,7 +72,7 @@ def drain(paths: Paths, cap: np.ndarray, nbytes: np.ndarray) -> tuple[float, np.
         dt = (left[active] / rate[active]).min()
         t += dt
         left = np.where(active, left - rate * dt, left)
-        done = active & (left <= nbytes * _EPS + 1e-12)
+        done = active & (left <= nbytes * EPS + 1e-12)
         finish[done] = t
         active &= ~done
     return t, finish

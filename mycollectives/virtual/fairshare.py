@@ -13,7 +13,7 @@ value. ``tests/test_virtual_fairshare.py`` compares the two.
 
 from __future__ import annotations
 
-from ..sim.fluid import _EPS
+from ..sim.fluid import EPS
 
 SMALL = 64  # up to this many flows, the network shares its links here; above, with NumPy
 
@@ -32,7 +32,7 @@ def fair_rates(routes: list[list[int]], cap: dict[int, float]) -> list[float]:
         share = {link: rem[link] / (u if u > 1 else 1) for link, u in users.items()}
         tightest = [min([share[link] for link in routes[i]]) for i in live]
         s = min(tightest)
-        at_most = s * (1 + _EPS)
+        at_most = s * (1 + EPS)
         frozen, keep = dict.fromkeys(rem, 0), []
         for i, fs in zip(live, tightest):
             if fs <= at_most:
