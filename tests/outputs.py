@@ -118,6 +118,23 @@ def read_executed(page: str):
     return nbformat.read(path, as_version=4)
 
 
+def unavailable(reason: str) -> None:
+    """Skip a test that needs the built book, or fail it in CI (``CI=true``), where the book is built."""
+    import os
+
+    import pytest
+
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def built_or_skip(page: str) -> None:
+    """:func:`unavailable` unless the last build executed ``page``."""
+    if not executed_path(page).exists():
+        unavailable(f"no executed notebook of {page} in _build/jupyter_execute: run `make book` first")
+
+
 def stale(page: str, nb) -> str | None:
     """Why the executed notebook is not the page's current source, or None."""
     import jupytext

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import ast
 import math
-import os
 import re
 from pathlib import Path
 
@@ -136,7 +135,7 @@ def answers_by_exercise(page: Path, nb) -> list[dict[str, float]]:
     code = [c for c in nb.cells if c.cell_type == "code"]
     sets = answers.read(ANSWERS, [c.source for c in code])
     if sets is None:
-        _unavailable(
+        outputs.unavailable(
             f"{page.name}: no record of what its cells set in {ANSWERS.relative_to(ROOT)}: "
             "build the book with `make fresh-book` (a cached page records nothing)"
         )
@@ -156,8 +155,7 @@ def test_no_answer_is_shown_above_its_exercise(page):
     if not list(exercises(page.read_text())):
         pytest.skip(f"{page.name} has no exercise")
     name = page.relative_to(ROOT).as_posix()
-    if not outputs.executed_path(name).exists():
-        _unavailable(f"no executed notebook of {name} in _build/jupyter_execute: run `make book` first")
+    outputs.built_or_skip(name)
     nb = outputs.read_executed(name)
     why = outputs.stale(name, nb)
     if why:
@@ -177,9 +175,3 @@ def test_no_answer_is_shown_above_its_exercise(page):
             continue
         seen += NUMBER.findall(text_of(cell))
     assert not leaks, f"{page.name}: " + "; ".join(leaks)
-
-
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(reason)
-    pytest.skip(reason)

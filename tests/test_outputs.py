@@ -11,7 +11,6 @@ again here. Without a built book the tests skip (in CI, ``CI=true``, they fail).
 from __future__ import annotations
 
 import json
-import os
 import re
 
 import pytest
@@ -22,17 +21,6 @@ import outputs  # noqa: E402 - after the checks above
 
 pytestmark = pytest.mark.built
 PAGES = outputs.pages()
-
-
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
-def _built_or_skip(page: str) -> None:
-    if not outputs.executed_path(page).exists():
-        _unavailable(f"no executed notebook of {page} in _build/jupyter_execute: run `make book` first")
 
 
 def test_every_notebook_page_of_the_book_is_checked():
@@ -50,7 +38,7 @@ def test_every_notebook_page_of_the_book_is_checked():
 
 @pytest.mark.parametrize("page", PAGES)
 def test_page_executed_and_its_checked_outputs_match(page, record_property):
-    _built_or_skip(page)
+    outputs.built_or_skip(page)
     result = outputs.check_page(page)
     record_property("nbval", json.dumps([page, result.cells, result.compared]))
     assert not result.failures, "\n".join(result.failures)
@@ -111,7 +99,9 @@ def _a_checked_number() -> tuple[str, object, int, object]:
                 for out in cell.outputs:
                     if re.search(r"\d", out.get("text", "")):
                         return page, nb, number, out
-    _unavailable("no checked output with a number in the last build's notebooks: run `make book` first")
+    outputs.unavailable(
+        "no checked output with a number in the last build's notebooks: run `make book` first"
+    )
 
 
 def test_a_changed_number_in_a_real_page_fails(tmp_path, monkeypatch):
