@@ -231,3 +231,14 @@ def test_a_gloo_run_dumped_as_its_last_barrier_returned_blames_no_one(d):
     for r in range(4):
         fr_write(d, r, [*steps(9, lib="gloo"), fr_entry(10, "barrier", (), state="scheduled", lib="gloo")])
     check(d, "ok", [], 10, "no fault found in the calls", "had not completed")
+
+
+def test_a_straggler_in_a_gloo_run_dumped_as_its_last_barrier_returned_is_still_named(d):
+    """The barrier left pending at the dump blames no one, and must not hide what the timestamps show."""
+    for r in range(4):
+        late = 0.1 if r == 2 else 0.0
+        done = [
+            fr_entry(k + 1, fn, sizes, lib="gloo", t_s=k + 1 + late) for k, (fn, sizes) in enumerate(LOOP * 3)
+        ]
+        fr_write(d, r, [*done, fr_entry(10, "barrier", (), state="scheduled", lib="gloo")])
+    check(d, "straggler", [2], 9, "rank 2 is a straggler")

@@ -50,10 +50,15 @@ def diagnose_dumps(dumps: dict[int, Dump]) -> Diagnosis:
             unfinished_rank,
             straggler,
         )
+    calm = None  # a rule that found nothing wrong but says why: later rules may still find a fault
     for rule in rules:
         found = rule(dumps)
-        if found is not None:
+        if found is not None and found.kind == "ok":
+            calm = calm or found
+        elif found is not None:
             return _with_aborts(found, dumps)
+    if calm is not None:
+        return calm
     gone = sorted(named - dumps.keys())
     if gone and all(d.source == "torch" for d in dumps.values()):
         return _left_no_dump(gone, dumps)
