@@ -151,6 +151,8 @@ def test_the_trace_is_chrome_trace_json(tmp_path, capsys):
         (["--nproc-per-node", "9", "x.py"], "a dgx_h100 node has 8 GPUs"),
         (["no_such_script.py"], "script 'no_such_script.py' not found"),
         (["-m", "no_such_module_anywhere"], "module 'no_such_module_anywhere' not found"),
+        (["--trace", "no_such_dir/t.json", "x.py"], "folder"),  # refused before the run, not after it
+        (["--trace", ".", "x.py"], "is a directory"),
     ],
 )
 def test_bad_input_exits_2_with_a_clear_message(argv, says, capsys, tmp_path, monkeypatch):
@@ -166,6 +168,16 @@ def _script(tmp_path: Path, body: str) -> Path:
     path = tmp_path / "script.py"
     path.write_text("import os, torch, torch.distributed as dist\ndist.init_process_group('nccl')\n" + body)
     return path
+
+
+def test_the_ranks_leave_the_interpreters_excepthook_as_they_found_it(tmp_path):
+    """Each rank's init_process_group wraps sys.excepthook with its rank's prefix; after the run, an
+    error of the launcher's own process must not print under eight nested "[rankN]:" prefixes."""
+    import sys
+
+    hook = sys.excepthook
+    assert launched("--nproc-per-node", 4, _script(tmp_path, "dist.barrier()\n")) == 0
+    assert sys.excepthook is hook
 
 
 def test_a_rank_that_raises_is_named_with_its_traceback(tmp_path, capsys):

@@ -140,7 +140,7 @@ def rank_main(script: Script, rank: int, env: dict[str, str], gpus: int, gpu_nam
 @contextlib.contextmanager
 def _process(script: Script):
     """For the run: ``sys.argv``, ``sys.path[0]`` as torchrun's child would have them; environ per thread."""
-    argv, path = sys.argv, list(sys.path)
+    argv, path, hook = sys.argv, list(sys.path), sys.excepthook  # each rank's init_process_group wraps it
     sys.argv = list(script.argv)
     if script.spec is None:
         sys.path.insert(0, os.path.dirname(script.file))
@@ -148,7 +148,7 @@ def _process(script: Script):
         with _environ.per_thread():
             yield
     finally:
-        sys.argv = argv
+        sys.argv, sys.excepthook = argv, hook
         sys.path[:] = path
 
 
@@ -212,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         kw, nnodes, nproc = cluster_kwargs(a)
         topo = topology_of(a.cluster, nnodes, kw.pop("degrade", None), **kw.pop("cluster", {}))
         script = load(a.target, a.module, a.args)
+        _writable(a.trace)
     except ValueError as e:
         p.error(str(e))
     with _flight_dir(a.flight_dir) as flight:
@@ -225,6 +226,16 @@ def main(argv: list[str] | None = None) -> int:
         if not a.quiet:
             print(f"trace written to {a.trace} (open it in https://ui.perfetto.dev)", file=sys.stderr)
     return 0
+
+
+def _writable(trace: str | None) -> None:
+    """``--trace FILE`` can be written once the run ends: its folder exists and is no file."""
+    if trace is None:
+        return
+    folder = os.path.dirname(os.path.abspath(trace))
+    if not os.path.isdir(folder) or os.path.isdir(trace):
+        what = f"{trace!r} is a directory" if os.path.isdir(trace) else f"folder {folder!r} does not exist"
+        raise ValueError(f"--trace {trace}: {what}; expected a file path in an existing folder")
 
 
 @contextlib.contextmanager
