@@ -153,6 +153,9 @@ def test_the_trace_is_chrome_trace_json(tmp_path, capsys):
         (["-m", "no_such_module_anywhere"], "module 'no_such_module_anywhere' not found"),
         (["--trace", "no_such_dir/t.json", "x.py"], "folder"),  # refused before the run, not after it
         (["--trace", ".", "x.py"], "is a directory"),
+        (["--timeout", "nan", "x.py"], "'--timeout' must be a finite number > 0, got nan"),
+        (["--timeout", "-1", "x.py"], "'--timeout' must be a finite number > 0"),
+        (["--master-port", "99999", "x.py"], "expected a TCP port"),
     ],
 )
 def test_bad_input_exits_2_with_a_clear_message(argv, says, capsys, tmp_path, monkeypatch):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..cliargs import finite
 from ..topology.nodes import NODES, node_spec
 
 
@@ -114,6 +115,10 @@ def cluster_kwargs(a: argparse.Namespace) -> tuple[dict, int, int]:
             raise ValueError(
                 f"--slow {rank}={factor:g}: expected a rank below {nnodes * nproc} and a factor > 0"
             )
+    if a.timeout is not None:
+        finite(a.timeout, "--timeout", above=0)
+    if not 0 < int(a.master_port) < 65536:
+        raise ValueError(f"--master-port {a.master_port}: expected a TCP port, 1 to 65535")
     kw = dict(cluster=cluster, protocol=a.protocol, slow=dict(a.slow), timeout=a.timeout)
     if a.degrade:
         kw["degrade"] = dict(a.degrade)

@@ -272,6 +272,9 @@ def _launch(script: Script, topo, nnodes: int, nproc: int, kw: dict, a, flight: 
         try:
             return 0, run(fn, topo, world_size=world, **kw)
         except Exception as e:  # noqa: BLE001 - reported by rank, with its traceback
+            if not failed and isinstance(e, ValueError) and str(e).startswith("virtual.run:"):
+                print(f"{PROG}: error: {e}", file=sys.stderr)  # refused before any rank ran
+                return 2, None
             text = _report([f for f in failed if not isinstance(f[1], _aborted())], e)
     if not a.flight_dir:  # the records are gone: say nothing of them
         text = "\n".join(line for line in text.splitlines() if flight not in line)
