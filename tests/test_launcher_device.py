@@ -110,3 +110,21 @@ def test_a_run_past_its_wall_clock_limit_is_one_clear_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert "virtual run still going after 0.5 s of wall time" in err and "--timeout" in err
     assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("cluster", "capability", "gb"),
+    [("dgx_a100", (8, 0), 80), ("dgx_h200", (9, 0), 141), ("dgx_b200", (10, 0), 180)],
+)
+def test_the_device_reports_its_gpus_capability_and_memory(cluster, capability, gb, tmp_path, capsys):
+    """A script that checks the capability (bf16, FP8) or sizes its batch by free memory sees the GPU of
+    the cluster it runs on; free memory is the GPU's less what the rank's tensors hold."""
+    script = tmp_path / "props.py"
+    script.write_text(
+        "import torch\nx = torch.ones(1 << 20, device='cuda')\nfree, total = torch.cuda.mem_get_info()\n"
+        "p = torch.cuda.get_device_properties(0)\n"
+        "print('props', torch.cuda.get_device_capability(), p.major, p.minor, total, total - free)\n"
+    )
+    assert launch.main(["--quiet", "--cluster", cluster, "--nproc-per-node", "1", str(script)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("props"))
+    assert line == f"props {capability} {capability[0]} {capability[1]} {gb * 10**9} {4 << 20}", line

@@ -107,7 +107,14 @@ def _dropout(func, input, p=0.5, training=True, inplace=False):
 
 def _props(_device=None) -> SimpleNamespace:
     g = _c.gpu()
-    return SimpleNamespace(name=g.name, total_memory=80 * 2**30, major=9, minor=0, multi_processor_count=132)
+    (major, minor), total, sms = _d.spec(g.name)
+    return SimpleNamespace(name=g.name, total_memory=total, major=major, minor=minor, multi_processor_count=sms)
+
+
+def _mem_get_info(_device=None) -> tuple[int, int]:
+    """``(free, total)`` bytes: the GPU's memory less what the rank's tensors hold (the ledger)."""
+    total = _d.spec(_c.gpu().name)[1]
+    return max(total - _c.memory_allocated(), 0), total
 
 
 def _load(orig, *args, map_location=None, **kwargs):
@@ -189,7 +196,8 @@ def _table() -> list[tuple[object, str, object]]:
         (c, "manual_seed_all", _c.manual_seed),
         (c, "get_device_name", _c.get_device_name),
         (c, "get_device_properties", _props),
-        (c, "get_device_capability", _const((9, 0))),
+        (c, "get_device_capability", lambda _device=None: _d.spec(_c.gpu().name)[0]),
+        (c, "mem_get_info", _mem_get_info),
         (c, "is_bf16_supported", _const(True)),
         (c, "is_current_stream_capturing", _const(False)),
         (nvtx, "range_push", none),

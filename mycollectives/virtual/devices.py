@@ -134,3 +134,23 @@ def follows(args, out):
             if isinstance(t, torch.Tensor):
                 _host_copies[t] = True
     return out
+
+
+# What torch.cuda reports of each GPU: (compute capability, memory in bytes, SMs). Capabilities are the
+# architectures' (8.0 Ampere, 9.0 Hopper, 10.0 Blackwell); A100 and H100 memory and SMs from chapter 1's
+# vendor table (memory/vendor.py); H200: 141 GB (nvidia2024h200) and the H100's SMs; B200: the DGX B200's
+# 1,440 GB over 8 GPUs (nvidia_dgx_b200_guide); GB200: the NVL72's 13.4 TB over 72 (nvidia_gb200_nvl72).
+_GB = 10**9
+SPECS = {
+    "A100": ((8, 0), 80 * _GB, 108),
+    "H100": ((9, 0), 80 * _GB, 132),
+    "H200": ((9, 0), 141 * _GB, 132),
+    "B200": ((10, 0), 180 * _GB, 148),
+    "GB200": ((10, 0), 186 * _GB, 148),
+}
+
+
+def spec(name: str) -> tuple[tuple[int, int], int, int]:
+    """The :data:`SPECS` row of the GPU called ``name`` ("H100 SXM5 (virtual)"); the H100's if unknown."""
+    return SPECS.get(name.split()[0], SPECS["H100"]) if name else SPECS["H100"]
+
