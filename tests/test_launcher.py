@@ -183,6 +183,12 @@ def test_the_ranks_leave_the_interpreters_excepthook_as_they_found_it(tmp_path):
     assert sys.excepthook is hook
 
 
+def test_a_second_init_process_group_is_refused_as_torch_refuses_it(tmp_path, capsys):
+    body = "dist.init_process_group('nccl')\n"
+    assert launched("--nproc-per-node", 2, _script(tmp_path, body)) == 1
+    assert "trying to initialize the default process group twice!" in capsys.readouterr().err
+
+
 def test_a_rank_that_raises_is_named_with_its_traceback(tmp_path, capsys):
     body = "if dist.get_rank() == 1:\n    raise ValueError('bad batch')\ndist.barrier()\nprint('rank done')\n"
     assert launched("--nproc-per-node", 4, _script(tmp_path, body)) == 1

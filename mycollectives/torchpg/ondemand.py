@@ -68,6 +68,10 @@ class _Opener:
                 timeout=datetime.timedelta(seconds=seconds),
             )
 
+    def opened(self) -> bool:
+        """Whether the script's own ``init_process_group`` opened the world, and it is still open."""
+        return self.cm is not None and dist.is_initialized()
+
     def close(self) -> None:
         if self.cm is not None:
             cm, self.cm = self.cm, None

@@ -90,9 +90,11 @@ def _in_thread_world() -> bool:
 
 def _init_process_group(*args, **kwargs) -> None:
     """torch's ``init_process_group``, except in a thread whose world is set up: there, nothing."""
-    if _in_thread_world() and c10d._world.default_pg is not None:
-        return
     opener = getattr(_here, "opener", None)
+    if _in_thread_world() and c10d._world.default_pg is not None:
+        if opener is not None and opener.opened():  # the script's second call: torch's refusal
+            raise ValueError("trying to initialize the default process group twice!")
+        return
     if opener is not None:  # a rank of a virtual run: join the run's world
         return opener(*args, **kwargs)
     _torch_init(*args, **kwargs)

@@ -108,7 +108,9 @@ def _dropout(func, input, p=0.5, training=True, inplace=False):
 def _props(_device=None) -> SimpleNamespace:
     g = _c.gpu()
     (major, minor), total, sms = _d.spec(g.name)
-    return SimpleNamespace(name=g.name, total_memory=total, major=major, minor=minor, multi_processor_count=sms)
+    return SimpleNamespace(
+        name=g.name, total_memory=total, major=major, minor=minor, multi_processor_count=sms
+    )
 
 
 def _mem_get_info(_device=None) -> tuple[int, int]:

@@ -153,4 +153,3 @@ SPECS = {
 def spec(name: str) -> tuple[tuple[int, int], int, int]:
     """The :data:`SPECS` row of the GPU called ``name`` ("H100 SXM5 (virtual)"); the H100's if unknown."""
     return SPECS.get(name.split()[0], SPECS["H100"]) if name else SPECS["H100"]
-
