@@ -136,6 +136,17 @@ def test_flags_as_nccl_tests():
                       ("-w -1", "-w/--warmup_iters: expected at least 0, got -1")):  # fmt: skip
         with pytest.raises(SystemExit, match=said):
             check_counts(parser().parse_args(bad.split()))
+    from mycollectives.bench.flags import check_op
+
+    with pytest.raises(SystemExit, match="-o/--op avg with -d int8: AVG needs a floating-point dtype"):
+        check_op(parser().parse_args("-d int8 -o avg".split()))
+    check_op(parser().parse_args("-C all_gather -d int8 -o avg".split()))  # no reduction: -o is unused
+    from mycollectives.bench.virtual import check_virtual
+
+    for bad, said in (("--virtual dgx_h999", "--virtual: unknown node 'dgx_h999'; expected one of dgx_a100"),
+                      ("--virtual dgx_h100 --nprocs 4 --csv x", "--nprocs, --csv: not read with --virtual")):  # fmt: skip
+        with pytest.raises(SystemExit, match=said):
+            check_virtual(parser().parse_args(bad.split()))
 
 
 def test_a_calibration_with_one_rank_is_refused_before_anything_starts(monkeypatch):

@@ -25,7 +25,7 @@ from ..transport import TRANSPORT_ENV, TRANSPORTS
 from ..transport.launcher import run_gloo
 from . import report
 from .factors import DTYPES, parse_size, sizes
-from .flags import algorithm_list, check_counts, check_sizes
+from .flags import algorithm_list, check_counts, check_op, check_sizes
 from .virtual import add_flags, cli_main
 
 DATA_COLLECTIVES = tuple(c.name for c in records() if c.bound(2) > 0)  # nccl-tests': those that move data
@@ -197,6 +197,7 @@ def check_world(args, world: int) -> None:
 def check(args) -> bool:
     """Every flag, before any process starts; whether this runs under torchrun."""
     check_counts(args)
+    check_op(args)
     check_sizes(args)
     algorithm_list(args.algorithm, args.collective)
     if args.device == "cuda" and not torch.cuda.is_available():

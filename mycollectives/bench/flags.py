@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from ..algorithms import algorithms
 from ..cliargs import Refusal
+from ..collectives import record
+from ..ops import op_dtype_error, resolve_op
 from .cases import NATIVE
 from .factors import DTYPES, parse_size, sizes
 
@@ -36,6 +38,14 @@ def check_counts(args) -> None:
     ):
         if getattr(args, name) < least:
             raise Refusal(f"{flag}: expected at least {least}, got {getattr(args, name)}")
+
+
+def check_op(args) -> None:
+    """``-o`` on ``-d``, for a collective that reduces: AVG of integers, say, is refused up front."""
+    if record(args.collective).reducing:
+        why = op_dtype_error(resolve_op(args.op), DTYPES[args.datatype])
+        if why:
+            raise Refusal(f"-o/--op {args.op} with -d {args.datatype}: {why}")
 
 
 def check_sizes(args) -> list[int]:

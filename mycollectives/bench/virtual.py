@@ -167,12 +167,33 @@ def main(args, algorithms: list[str], sizes: list[int]) -> list[Result]:
     return rows
 
 
+# flags of a sweep on real processes, and their defaults: with --virtual, a value given is refused
+_REAL_ONLY = {"nprocs": 0, "device": "auto", "threads": 0, "transport": "auto", "calibrate": 0,
+              "csv": None, "json": None, "plot": None}  # fmt: skip
+
+
+def check_virtual(args) -> None:
+    """The node kind, and no flag that only a sweep on real processes reads."""
+    from ..topology.nodes import NODES
+
+    if args.virtual not in NODES:
+        raise Refusal(f"--virtual: unknown node {args.virtual!r}; expected one of {', '.join(NODES)}")
+    given = [k for k, default in _REAL_ONLY.items() if getattr(args, k) != default]
+    if given:
+        flags = ", ".join("--" + k.replace("_", "-") for k in given)
+        raise Refusal(
+            f"{flags}: not read with --virtual (the ranks are --nodes x the node's GPUs); leave out"
+        )
+
+
 def cli_main(cli, args) -> list[Result]:
     """``--virtual``: check the flags as the bench does, then :func:`main`."""
-    from .flags import algorithm_list, check_counts, check_sizes
+    from .flags import algorithm_list, check_counts, check_op, check_sizes
 
     try:
+        check_virtual(args)
         check_counts(args)
+        check_op(args)
         sizes = check_sizes(args)
         algorithms = algorithm_list(args.algorithm, args.collective)
         if "auto" in algorithms and NATIVE in algorithms:  # inside a virtual run they are the same

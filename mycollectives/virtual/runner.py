@@ -81,7 +81,7 @@ def topology_of(cluster_: str | Topology, nodes: int = 1, degrade: dict | None =
         topo = PRESETS[cluster_]()
     else:
         raise ValueError(
-            f"virtual.run: argument 'cluster' must be a Topology or one of {tuple(NODES) + tuple(PRESETS)}, "
+            f"virtual.run: argument 'cluster' must be a Topology or one of {tuple(dict.fromkeys([*NODES, *PRESETS]))}, "
             f"got {cluster_!r}"
         )
     return degraded(topo, degrade) if degrade else topo
