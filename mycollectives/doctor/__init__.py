@@ -111,7 +111,7 @@ def diagnose(directory: str | Path) -> Diagnosis:
     read apart, and the line says what each of them shows."""
     dumps, notes, others = load_jobs(directory)
     diag = diagnose_dumps(dumps) if dumps else Diagnosis("empty", [], None, notes[0])
-    diag.details = notes + diag.details
+    diag.details = [n for n in notes if n != diag.line] + diag.details  # the line is not said twice
     if others:
         diag.line = f"{_job(dumps)}: {diag.line}; " + "; ".join(
             f"also here, read apart, {_job(o)}: {diagnose_dumps(o).line}" for o in others
