@@ -272,7 +272,8 @@ def test_the_p2p_floor_script_refuses_sizes_it_cannot_split():
 
 def test_plots_draw_every_algorithm(tmp_path):
     pytest.importorskip("matplotlib")
-    from mycollectives.bench.plot import model_axes, plot_busbw
+    from mycollectives.bench.plot import plot_busbw
+    from mycollectives.book.bench.figures import model_axes
 
     rows = [_result(a, 1 << k, 10.0 * k) for a in ("ring", "native") for k in (16, 18, 20)]
     fig = plot_busbw(rows, str(tmp_path / "busbw.png"), "test")
@@ -535,8 +536,9 @@ def test_mpi_ratio_table_reads_recorded_runs(tmp_path):
 
 
 def test_local_timing_gives_bench_results_and_a_model_can_be_judged_on_them():
-    from mycollectives.bench.predicted import compare, fit_results, median_error, winners_agree
+    from mycollectives.bench.predicted import compare, fit_results, median_error
     from mycollectives.book.bench.local import time_local, trace_call
+    from mycollectives.book.bench.tables import winners_agree
 
     menu = {"all_reduce": ("ring", "recursive_doubling"), "barrier": ("dissemination",)}
     results = time_local(3, menu, [256, 4096, 65536], reps=2)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from mycollectives.bench import report
 from mycollectives.bench.runner import Result
+from mycollectives.book.bench import tables
 
 ALGS = ("ring", "recursive_doubling", "reduce_broadcast", "native")
 
@@ -18,7 +19,7 @@ def _results() -> list[Result]:
 
 def test_compact_keeps_time_and_busbw_within_100_columns():
     results = _results()
-    text = report.compact(results)
+    text = tables.compact(results)
     lines = text.splitlines()
     assert max(map(len, lines)) <= 100
     assert lines[0].split() == list(ALGS)
@@ -37,4 +38,4 @@ def test_compact_rows_reads_the_printed_table():
     printed = "\n".join(
         report.row([r for r in results if r.size == n], ALGS) for n in (16384, 262144, 4194304)
     )
-    assert report.compact_rows(report.parse_table(printed), ALGS) == report.compact(results, ALGS)
+    assert tables.compact_rows(report.parse_table(printed), ALGS) == tables.compact(results, ALGS)

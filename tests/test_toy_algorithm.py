@@ -282,3 +282,19 @@ def scan_bench_task(rank: int) -> list:
 @pytest.mark.timeout(180)
 def test_the_toy_collective_is_benchmarked_and_natively_absent(toy_collective):
     assert mc.run_gloo(scan_bench_task, 3, timeout=120)[0] == [("chain", 0)]
+
+
+def test_the_toy_collective_is_benchmarked_on_a_virtual_cluster_with_no_native_column(toy_collective, capsys):
+    """The bench's choices are read from the records now, and NCCL has no toy scan: no 'native' column."""
+    from mycollectives.bench import cli
+    from mycollectives.bench.report import parse_table
+
+    cli.main(
+        ["-C", SCAN, "--virtual", "dgx_h100", "-b", "1K", "-e", "4K", "-n", "1", "-w", "0", "--data", "1"]
+    )
+    out = capsys.readouterr().out
+    names = next(ln for ln in out.splitlines() if "chain" in ln).split()
+    assert names == ["#", "auto", "chain"], out
+    rows = parse_table(out)
+    assert [int(r[0]) for r in rows] == [1024, 2048, 4096]
+    assert all(len(r) == 5 + 4 * 2 and r[8] == r[12] == "0" for r in rows), out  # #wrong, data checked

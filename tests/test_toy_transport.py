@@ -74,11 +74,11 @@ def _every_collective(lib, group, rank: int, p: int, root: int, torch_only: bool
 
 def bench_task(rank: int) -> tuple[list, int, int]:
     """Every collective that moves data through the bench's body, with ``--transport toy``."""
-    from mycollectives.bench.cli import DATA_COLLECTIVES, bench, parser
+    from mycollectives.bench.cli import bench, data_collectives, parser
 
     def task(toy, group):
         wrong, rows = [], 0
-        for name in DATA_COLLECTIVES:
+        for name in data_collectives():
             argv = ["-C", name, "-b", "1K", "-e", "4K", "-f", "4", "-n", "1", "-w", "0", "--reps", "1"]
             results = bench(parser().parse_args([*argv, "--progress", "0", "--transport", "toy"]))
             wrong += [f"{r.collective} {r.algorithm} {r.size}" for r in results if r.wrong]

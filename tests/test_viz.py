@@ -231,8 +231,8 @@ def test_message_lanes_give_every_message_its_own_bar():
 
 
 def test_time_panels_draw_one_panel_per_algorithm():
-    from mycollectives.bench.plot import time_panels
     from mycollectives.bench.predicted import Point
+    from mycollectives.book.bench.figures import time_panels
 
     algs = ("ring", "direct", "bruck", "pairwise")
     pts = {

@@ -28,7 +28,10 @@ from .factors import DTYPES, parse_size, sizes
 from .flags import algorithm_list, check_counts, check_op, check_sizes
 from .virtual import add_flags, cli_main
 
-DATA_COLLECTIVES = tuple(c.name for c in records() if c.bound(2) > 0)  # nccl-tests': those that move data
+
+def data_collectives() -> tuple[str, ...]:
+    """nccl-tests' collectives: those that move data (read now, so that a record added later is one)."""
+    return tuple(c.name for c in records() if c.bound(2) > 0)
 
 
 def parser() -> Parser:
@@ -38,7 +41,7 @@ def parser() -> Parser:
         "--collective",
         "-C",
         default="all_reduce",
-        choices=DATA_COLLECTIVES,
+        choices=data_collectives(),
         help="the collective (default all_reduce)",
     )
     a("-b", "--minbytes", default="32M", help="smallest size, e.g. 8, 64K, 16M (default 32M)")

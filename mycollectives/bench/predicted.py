@@ -138,19 +138,6 @@ def median_error(points: Sequence[Point]) -> float:
     return statistics.median(p.rel_error for p in points) if points else float("nan")
 
 
-def winners_agree(points: Sequence[Point]) -> tuple[int, int]:
-    """At how many ``(collective, size)`` the predicted fastest algorithm is the
-    measured fastest, and of how many: what a tuner needs from a model."""
-    groups: dict[tuple[str, int], list[Point]] = {}
-    for q in points:
-        groups.setdefault((q.collective, q.size), []).append(q)
-    agree = sum(
-        min(g, key=lambda q: q.measured_us).algorithm == min(g, key=lambda q: q.predicted_us).algorithm
-        for g in groups.values()
-    )
-    return agree, len(groups)
-
-
 def fit_results(
     results: Sequence[Result], model, start, stat: str = "median", min_bytes: int = MIN_BYTES
 ) -> np.ndarray:

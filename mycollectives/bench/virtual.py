@@ -5,7 +5,8 @@ and algorithm, ``-w`` untimed calls, then ``-n`` timed ones; a call's time is
 the rank's virtual clock over the loop divided by ``-n``, and the row shows
 the slowest rank's, as the bench does with processes. ``native`` means what
 NCCL would run there (``algorithm="auto"`` inside a virtual run:
-:mod:`mycollectives.virtual.tuning`); the package's algorithms run by name.
+:mod:`mycollectives.virtual.tuning`; no column for a collective NCCL lacks); the
+package's algorithms run by name.
 The table is labelled with the cluster, and NCCL's choice of each size is
 printed under it.
 
@@ -196,8 +197,12 @@ def cli_main(cli, args) -> list[Result]:
         check_op(args)
         sizes = check_sizes(args)
         algorithms = algorithm_list(args.algorithm, args.collective)
-        if "auto" in algorithms and NATIVE in algorithms:  # inside a virtual run they are the same
+        if not record(args.collective).in_torch:  # NCCL has none to run: no native column, as under gloo
+            algorithms = [a for a in algorithms if a != NATIVE]
+        elif "auto" in algorithms and NATIVE in algorithms:  # inside a virtual run they are the same
             algorithms.remove("auto")
+        if not algorithms:
+            raise Refusal(f"--algorithm: {args.collective} has no native one; name one of the package's")
         from .. import virtual
 
         virtual.topology_of(args.virtual, args.nodes, **cluster_options(args))

@@ -144,11 +144,3 @@ def summary(which: str = "asserted", split: str | None = None) -> dict[str, floa
     return {"points": len(errs), "median": statistics.median(errs), "worst": max(errs),
             "signed_median": statistics.median(signed), "above": sum(e > 0 for e in signed),
             "below": sum(e < 0 for e in signed)}  # fmt: skip
-
-
-def deepep_link(p: Point) -> tuple[str, float]:
-    """The link a DeepEP point runs on and its bandwidth (GB/s), as DeepEP's README
-    quotes them: NVLink inside a node, one 400 Gb/s CX7 NIC (about 50 GB/s) across."""
-    if p.nodes == 1:
-        return "NVLink", {"h800": 160.0, "h100": 450.0, "b200": 900.0}[p.gpu]
-    return "RDMA", 50.0

@@ -4,6 +4,8 @@
 ``heap``: symmetric memory's three ways timed side by side (chapter 4b);
 ``buckets``: one gradient all-reduced in buckets of several sizes (chapter 6);
 ``summary``: recorded sweeps read back as ratios against the native collective;
-``mpi``: the recorded runs against MPICH and gloo. The bench itself is
-:mod:`mycollectives.bench`, nccl-tests' clone.
+``mpi``: the recorded runs against MPICH and gloo;
+``figures`` and ``tables``: the model drawn against measurement, and a sweep's
+table narrowed to a page. The bench itself is :mod:`mycollectives.bench`,
+nccl-tests' clone.
 """

@@ -11,7 +11,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from ...sim.validate import TARGETS, Point, deepep_link, points, results, summary
+from ...sim.validate import TARGETS, Point, points, results, summary
 
 
 def _size(n: int) -> str:
@@ -59,6 +59,14 @@ def _check(p: Point) -> str:
 _HALVES = (("fit", "fit"), ("held out", "held_out"), ("both", None))
 
 
+def _deepep_link(p: Point) -> tuple[str, float]:
+    """The link a DeepEP point runs on and its bandwidth (GB/s), as DeepEP's README
+    quotes them: NVLink inside a node, one 400 Gb/s CX7 NIC (about 50 GB/s) across."""
+    if p.nodes == 1:
+        return "NVLink", {"h800": 160.0, "h100": 450.0, "b200": 900.0}[p.gpu]
+    return "RDMA", 50.0
+
+
 def table() -> str:
     """Markdown: the asserted points, the points outside with their reasons, and DeepEP."""
     head = (
@@ -88,7 +96,7 @@ def table() -> str:
     for p in points():
         if p.set != "deepep":
             continue
-        link, bw = deepep_link(p)
+        link, bw = _deepep_link(p)
         lines.append(f"| {p.id} | {p.setup} | {p.busbw:.0f} | {link}, {bw:.0f} GB/s | {p.busbw / bw:.2f} |")
     return "\n".join(lines) + "\n"
 
