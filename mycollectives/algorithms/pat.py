@@ -33,11 +33,16 @@ count; blocks larger than half a slot give one block per message, ``p-1``
 messages, the ring's count. Here the slot is the schedule's ``segment``,
 and the schedule is one channel: NCCL first cuts every block across its
 channels, so it counts blocks per message with each channel's share.
-NCCL also reorders the single-block steps depth-first so that a forwarded
-block leaves from the slot it arrived in (its "logarithmic buffers"); in
-rounds, where every step has finished before the next starts, that order
-changes neither what is sent nor its cost, so the schedule keeps PAT's
-far-to-near order and NCCL's message count and sizes.
+NCCL also orders its steps by groups of ``aggFactor`` blocks, depth-first
+within its pipeline (``NCCL_STEPS`` slots), so that a forwarded block
+leaves from the slot it arrived in (its "logarithmic buffers"); in rounds,
+where every step has finished before the next starts, that order changes
+neither what is sent nor its cost, so the schedule keeps PAT's far-to-near
+order. Its message count is NCCL's for a power-of-two ``p`` and the same
+slot only: NCCL sizes the chunk per call (halving it, down to 64 KiB, while
+a channel's share holds few chunks, ``calcCollChunking`` in
+``src/enqueue.cc``), and for other ``p`` it groups blocks over padded
+indices and sends more messages. Chapter 3 counts both.
 
 **The reduce-scatter** is the all-gather run backwards
 (:func:`~mycollectives.schedule.mirror`):
