@@ -94,5 +94,6 @@ def test_a_skipped_call_ends_the_job_and_the_doctor_names_the_skipper_not_the_vi
     assert len(missing) == 1 and missing != [1], written  # a victim died, not the rank that skipped
     line = doctor(fr)
     assert line.startswith("rank 1 skipped a collective"), line
+    assert f"no record from rank {missing[0]}, which the fault may have stopped" in line, line
     analyzer = torchfrtrace(fr)
     assert f"Missing dump files from ranks {{{missing[0]}}}" in analyzer.stderr, analyzer.stderr[-2000:]

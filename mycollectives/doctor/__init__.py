@@ -56,7 +56,7 @@ def diagnose_dumps(dumps: dict[int, Dump]) -> Diagnosis:
         if found is not None and found.kind == "ok":
             calm = calm or found
         elif found is not None:
-            return _with_aborts(found, dumps)
+            return _with_missing(_with_aborts(found, dumps), sorted(named - dumps.keys()))
     if calm is not None:
         return calm
     gone = sorted(named - dumps.keys())
@@ -81,6 +81,18 @@ def _with_aborts(diag: Diagnosis, dumps: dict[int, Dump]) -> Diagnosis:
             hit = native.died_in(d, dumps)
             where = f" in seq {hit[0]} ({hit[2]['fn']})" if hit else ""
             diag.line += f"; rank {r}{text.unknown(d)}{where}"
+    return diag
+
+
+def _with_missing(diag: Diagnosis, gone: list[int]) -> Diagnosis:
+    """``diag``, its line also naming the ranks without a record that it does not name: victims, often
+    (gloo aborts a rank that receives a message of the wrong size, and an aborted rank writes nothing)."""
+    victims = [r for r in gone if r not in diag.ranks]
+    if victims:
+        diag.line += (
+            f"; no record from {text.ranks(victims)}, which the fault may have stopped "
+            "(gloo aborts a rank that receives a message of the wrong size)"
+        )
     return diag
 
 
