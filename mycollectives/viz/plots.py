@@ -109,23 +109,48 @@ def hierarchy_plot(levels: list[tuple[str, float, str]], ax: Axes | None = None)
     return ax
 
 
+_STYLES = [  # one per set, in the order given: filled, hollow, then grey
+    dict(marker="o", color="tab:blue"),
+    dict(marker="o", mfc="none", color="tab:blue"),
+    dict(marker="^", color="0.55"),
+    dict(marker="s", color="tab:orange"),
+]
+
+
 def validation_plot(points: dict[str, list[tuple[float, float]]], ax: Axes | None = None) -> Axes:
-    """Simulated against published busbw, log-log, one marker per set, the 20 % band shaded;
-    ``points`` maps a set's name to ``(published, simulated)`` pairs (chapter 4, "Validation")."""
+    """Simulated against published busbw: log-log, with the 20 % band shaded, and (when ``ax`` is not
+    given) beside it the ratio simulated / published on a linear axis with 5 % and 20 % bands, where a
+    2 % error can be seen. ``points`` maps a set's name to ``(published, simulated)`` pairs (chapter 4,
+    "Validation"); the sets take, in order, filled, hollow and grey markers."""
     import matplotlib.pyplot as plt
 
-    ax = ax or plt.subplots(figsize=(6, 5))[1]
-    for (name, pairs), marker in zip(points.items(), "ox^s"):
-        ax.loglog([a for a, _ in pairs], [b for _, b in pairs], marker, ms=5, label=f"{name} ({len(pairs)})")
+    ratio, lo, hi, beyond = None, 0.6, 1.5, 0
+    if ax is None:
+        ax, ratio = plt.subplots(1, 2, figsize=(8, 3.8), gridspec_kw=dict(width_ratios=[1, 1.2]))[1]
+    for (name, pairs), style in zip(points.items(), _STYLES):
+        pub, sim = np.array([a for a, _ in pairs]), np.array([b for _, b in pairs])
+        ax.loglog(pub, sim, ls="none", ms=5, label=f"{name} ({len(pairs)})", **style)
+        if ratio is not None:
+            ratio.semilogx(pub, sim / pub, ls="none", ms=5, **style)
+            beyond += int(np.sum((sim / pub < lo) | (sim / pub > hi)))
     line = np.array([10.0, 1500.0])
     ax.loglog(line, line, "k-", lw=0.8)
     ax.fill_between(line, line * 0.8, line * 1.2, color="0.85", label="within 20 %")
-    ax.set(
-        xlabel="published busbw (GB/s)",
-        ylabel="simulated busbw (GB/s)",
-        title="the simulator against nccl-tests",
-    )
+    ax.set(xlabel="published busbw (GB/s)", ylabel="simulated busbw (GB/s)")
+    ax.set_title("the simulator against nccl-tests", fontsize=10)
     ax.legend(fontsize=8)
+    if ratio is not None:
+        ratio.axhspan(0.8, 1.2, color="0.92", label="within 20 %")
+        ratio.axhspan(0.95, 1.05, color="0.80", label="within 5 %")
+        ratio.axhline(1.0, color="k", lw=0.8)
+        ratio.set(
+            xlabel="published busbw (GB/s)", ylabel="simulated / published", xlim=(10, 1500), ylim=(lo, hi)
+        )
+        if beyond:
+            ratio.text(12, hi * 0.97, f"{beyond} points beyond {lo}-{hi}, not shown", fontsize=8, va="top")
+        ratio.set_title("the same points, as a ratio", fontsize=10)
+        ratio.legend(fontsize=8, loc="lower right")
+        plt.tight_layout()
     return ax
 
 
