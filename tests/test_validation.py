@@ -29,14 +29,17 @@ MODEL_KEYS = {"node", "nodes", "nics_per_node", "nic", "algorithm", "protocol", 
 # (the simulator of NCCL 2.30.7's model, NVLink at the Ring graph's allotment, nt149 asserted, no model change):
 # regression guards, not targets the model was fitted to. The set misses validate.TARGETS' worst (20 %) and the
 # held-out half HELD_OUT_TARGETS' worst (25 %): the appendix prints the gap.
-ASSERTED = {"points": 90, "median": 0.0215, "worst": 0.3462}
+# Re-measured after 3 more asserted rows joined, entered and split the same way before they were simulated (OCI's
+# GB200 all-to-all over 2 and 3 racks, fit; NVIDIA/nccl-tests#322's 128 x 8 H100 RoCE ring, held out); before:
+# asserted 90 points, median 0.0215; held out 32 points, median 0.0224, signed median -0.0007, 15 above, 17 below.
+ASSERTED = {"points": 93, "median": 0.0235, "worst": 0.3462}
 HELD_OUT = {
-    "points": 32,
-    "median": 0.0224,
+    "points": 33,
+    "median": 0.0235,
     "worst": 0.2603,
-    "signed_median": -0.0007,
+    "signed_median": -0.0013,
     "above": 15,
-    "below": 17,
+    "below": 18,
 }
 SLACK = 0.002  # rounding of the numbers above
 
