@@ -2,30 +2,29 @@
 
 For each round of this rank's plan (``plan.py``) the executor
 
-1. posts the round's receives and sends together (``transport.exchange``);
-   several pieces for one peer travel as one message;
-2. waits for each receive in turn and applies it (copy or reduce) while the
-   later ones are still in flight, unless it lands on data this rank is
-   still sending in this round: those wait until the sends are done;
+1. posts the round's receives and sends together (``transport.exchange``); several pieces for one
+   peer travel as one message;
+2. waits for each receive in turn and applies it (copy or reduce) while the later ones are still in
+   flight, unless it lands on data this rank is still sending in this round: those wait until the
+   sends are done;
 3. runs the round's local copies.
 
-That keeps the meaning of a round (sends read the state at its start,
-writes land at its end) while overlapping reductions with communication. A
-receive that is a plain copy onto data nobody reads in this round goes
-straight into place. A transport that declares it holds received messages
-where the receiver can read them (shared memory; ``transport.contract``)
-hands them over with ``held()``: the message is applied from there, with no
-staging copy, and ``release()`` gives the space back.
+That keeps the meaning of a round (sends read the state at its start, writes land at its end) while
+overlapping reductions with communication. A receive that is a plain copy onto data nobody reads in
+this round goes straight into place. A transport that declares it holds received messages where the
+receiver can read them (shared memory; ``transport.contract``) hands them over with ``held()``: the
+message is applied from there, with no staging copy, and ``release()`` gives the space back. One that
+declares ``strided_messages`` (the virtual cluster) is handed several equal, evenly spaced pieces as
+one strided view: such a send needs no packing copy, and such a copy-receive goes straight into place.
 
-A schedule cut into channels (``algorithms/channels.py``) runs, on a
-transport that declares ``channels_apart`` (the virtual cluster), as NCCL
-runs its channels: each *strand* (``plan.strands``: the channels whose rings
-or trees join the same ranks) goes through its own rounds at its own pace,
-and the call ends when its last strand does (:meth:`_Run.apart`). Elsewhere
-round ``i`` of every channel runs together.
+A schedule cut into channels (``algorithms/channels.py``) runs, on a transport that declares
+``channels_apart`` (the virtual cluster), as NCCL runs its channels: each *strand* (``plan.strands``:
+the channels whose rings or trees join the same ranks) goes through its own rounds at its own pace,
+and the call ends when its last strand does (:meth:`_Run.apart`). Elsewhere round ``i`` of every
+channel runs together.
 
-Waiting is bounded: if a peer does not answer within the timeout, the error
-names the collective, algorithm, round and peer.
+Waiting is bounded: if a peer does not answer within the timeout, the error names the collective,
+algorithm, round and peer.
 """
 
 from __future__ import annotations
@@ -38,6 +37,7 @@ import torch
 
 from . import flight
 from .errors import CollectiveTimeout, DeadlockError, PeerError
+from .landing import apply, settle  # noqa: F401 (settle re-exported: the load/store path's)
 from .plan import Blocks, Piece, RoundPlan, cut, plan, strands, writes  # noqa: F401 (Blocks, writes re-exported)
 from .schedule import BUFFERS, Schedule
 from .transport.base import TransportDeadlock, TransportPeerError, TransportTimeout
@@ -88,46 +88,6 @@ def wait_for(call, timeout: float, where: str, peer: int | None, what: str, note
     return out
 
 
-def apply(data: torch.Tensor, pieces: list[Piece], view, combine) -> None:
-    """Copy or reduce ``data``, the pieces end to end, into where each lands (``view(buf, off, count)``)."""
-    at = 0
-    for buf, off, count, red in pieces:
-        part = data if count == data.numel() else data[at : at + count]  # each slice is a torch op
-        into = view(buf, off, count)
-        if red:
-            combine(into, part)
-        else:
-            into.copy_(part)
-        at += count
-
-
-def settle(late: list, me: int, view, combine) -> None:
-    """Apply a round's late writes, ``(src, data, pieces)`` each, at its end.
-
-    Several reductions into one region are added in rank order, the region's
-    own value taking this rank's place: every rank then adds the same operands
-    in the same order, so a one-shot all-reduce (each rank adding up every
-    vector itself) gives bitwise the same floats on every rank, as the others do.
-    """
-    groups: dict[tuple[int, int, int], list] = {}
-    for src, data, pieces in late:
-        if len(pieces) == 1 and pieces[0][3]:
-            groups.setdefault(pieces[0][:3], []).append((src, data))
-            continue
-        apply(data, pieces, view, combine)
-    for (buf, off, count), parts in groups.items():
-        region = view(buf, off, count)
-        ordered = sorted([*parts, (me, None)], key=lambda part: part[0])
-        if ordered[0][1] is None:  # this rank's own value comes first: add onto it in place
-            for _, data in ordered[1:]:
-                combine(region, data)
-            continue
-        acc = ordered[0][1]  # a received (or staged) copy, this rank's own to overwrite
-        for _, data in ordered[1:]:
-            combine(acc, region if data is None else data)
-        region.copy_(acc)
-
-
 def execute(
     schedule: Schedule,
     transport,
@@ -169,6 +129,7 @@ class _Run:
         self.timeout, self.name, self.me = timeout, name, transport.rank
         self.like = next(iter(buffers.values()))
         self.in_place = caps.read_in_place  # held() and release() (ReadsInPlace)
+        self.strided = caps.strided_messages  # takes evenly spaced pieces as one strided view
         self.note = flight.current()
         self.note.enter(schedule.algorithm, len(schedule.rounds), name)
         self._views: dict[tuple[int, int, int], torch.Tensor] = {}
@@ -188,10 +149,29 @@ class _Run:
         apply(data, pieces, self.view, self.combine)
 
     def packed(self, pieces: list[Piece]) -> torch.Tensor:
-        """One peer's pieces end to end: a view if one, else a fresh copy."""
+        """One peer's pieces end to end: a view if one (or, where the transport takes strided messages,
+        if they are equal and evenly spaced in one buffer), else a fresh copy."""
         if len(pieces) == 1:
             return self.view(*pieces[0][:3])
-        return torch.cat([self.view(b, o, c) for b, o, c, _ in pieces])
+        v = self.strided_view(pieces) if self.strided else None
+        return v if v is not None else torch.cat([self.view(b, o, c) for b, o, c, _ in pieces])
+
+    def strided_view(self, pieces: list[Piece]) -> torch.Tensor | None:
+        """The pieces as rows of one strided view of their buffer, made once per call; None unless
+        they are equal, in one flat tensor, at evenly spaced, increasing, non-overlapping offsets
+        (a strand's channels: one piece of each channel's slice)."""
+        key = tuple(p[:3] for p in pieces)
+        v = self._views.get(key)
+        if v is None:
+            buf, off, count = key[0]
+            gap = key[1][1] - off
+            t = self.buffers[buf]
+            if gap < count or not isinstance(t, torch.Tensor) or t.dim() != 1 or t.stride(0) != 1:
+                return None
+            if any(p != (buf, off + i * gap, count) for i, p in enumerate(key)):
+                return None
+            v = self._views[key] = t.as_strided((len(key), count), (gap, 1), t.storage_offset() + off)
+        return v
 
     def receives(self, rp: RoundPlan, strand: int) -> list[tuple[Message, list[Piece], str]]:
         """Each receive of the round, with where it lands: ``direct`` (in place),
@@ -203,6 +183,11 @@ class _Run:
         for (peer, pieces), mode in zip(rp.recvs, rp.modes):
             if mode == "direct":
                 recvs.append((Message(self.view(*pieces[0][:3]), peer), pieces, mode))
+                continue
+            copy = mode == "now" and self.strided and not any(p[3] for p in pieces)
+            into = self.strided_view(pieces) if copy else None
+            if into is not None:  # copies onto data nobody reads this round: straight into place
+                recvs.append((Message(into, peer), pieces, "direct"))
                 continue
             count = sum(p[2] for p in pieces)
             recvs.append((Message(self.staged(slot, total, at, count), peer), pieces, mode))

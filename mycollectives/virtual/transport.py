@@ -111,8 +111,13 @@ class VirtualWork:
 
     def land(self, data: torch.Tensor) -> None:
         into = self.tensor
-        if into.shape != data.shape:
-            into, data = into.view(-1), data.view(-1)
+        if into.shape != data.shape:  # one of them a strided view of several pieces (strided_messages)
+            if data.is_contiguous():
+                data = data.view(into.shape)
+            elif into.is_contiguous():
+                into = into.view(data.shape)
+            else:
+                data = data.reshape(into.shape)
         into.copy_(data)
 
     def is_completed(self) -> bool:
@@ -128,7 +133,9 @@ class VirtualTransport(TransportBase):
 
     local = True  # ranks are threads of one process
     # messages; symmetric memory of its own, its loads priced (heap.py)
-    capabilities = Capabilities(messages=True, heap_loads=True, hosts_heap=True, channels_apart=True)
+    capabilities = Capabilities(
+        messages=True, heap_loads=True, hosts_heap=True, channels_apart=True, strided_messages=True
+    )
 
     def __init__(self, cluster: Cluster, gpus: tuple[int, ...], rank: int, namespace=(), local_size=None):
         self.cluster, self.gpus, self.rank, self.namespace = cluster, tuple(gpus), rank, namespace
