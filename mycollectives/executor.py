@@ -62,7 +62,19 @@ def workspace(transport, slot: str, numel: int, like: torch.Tensor) -> torch.Ten
     t = bufs.get(key)
     if t is None or t.numel() < numel:
         t = bufs[key] = torch.empty(max(numel, 1), dtype=like.dtype, device=like.device)
+        views = bufs.get(("views", like.dtype, like.device), {})  # the old memory's views (staged_views)
+        for k in [k for k in views if k[0] == slot]:
+            del views[k]
     return t if t.numel() == numel else t[:numel]
+
+
+def staged_views(transport, like: torch.Tensor) -> dict:
+    """Views of ``transport``'s workspaces (for ``like``'s dtype and device) by (slot, total, at, count),
+    kept across calls: each is a torch op to make. Dropped with their slot's memory when it grows."""
+    try:
+        return _workspaces.setdefault(transport, {}).setdefault(("views", like.dtype, like.device), {})
+    except TypeError:  # a transport that cannot be weakly referenced
+        return {}
 
 
 def wait_for(call, timeout: float, where: str, peer: int | None, what: str, note=flight.NOBODY):
@@ -132,8 +144,8 @@ class _Run:
         self.strided = caps.strided_messages  # takes evenly spaced pieces as one strided view
         self.note = flight.current()
         self.note.enter(schedule.algorithm, len(schedule.rounds), name)
-        self._views: dict[tuple[int, int, int], torch.Tensor] = {}
-        self._staged: dict[tuple[str, int, int, int], torch.Tensor] = {}
+        self._views: dict[tuple, torch.Tensor | None] = {}
+        self._staged = staged_views(transport, self.like)
 
     def view(self, buf: int, off: int, count: int) -> torch.Tensor:
         """Elements ``off:off + count`` of buffer ``buf``: each slice is a torch op, so each is made once per
@@ -148,6 +160,15 @@ class _Run:
     def apply(self, data: torch.Tensor, pieces: list[Piece]) -> None:
         apply(data, pieces, self.view, self.combine)
 
+    def land(self, parts: list[torch.Tensor], pieces: list[Piece]) -> None:
+        """Copy or reduce each staged part into where its piece lands (as :func:`apply`, the parts cut)."""
+        for part, (buf, off, count, red) in zip(parts, pieces):
+            into = self.view(buf, off, count)
+            if red:
+                self.combine(into, part)
+            else:
+                into.copy_(part)
+
     def packed(self, pieces: list[Piece]) -> torch.Tensor:
         """One peer's pieces end to end: a view if one (or, where the transport takes strided messages,
         if they are equal and evenly spaced in one buffer), else a fresh copy."""
@@ -157,46 +178,47 @@ class _Run:
         return v if v is not None else torch.cat([self.view(b, o, c) for b, o, c, _ in pieces])
 
     def strided_view(self, pieces: list[Piece]) -> torch.Tensor | None:
-        """The pieces as rows of one strided view of their buffer, made once per call; None unless
-        they are equal, in one flat tensor, at evenly spaced, increasing, non-overlapping offsets
-        (a strand's channels: one piece of each channel's slice)."""
-        key = tuple(p[:3] for p in pieces)
-        v = self._views.get(key)
-        if v is None:
-            buf, off, count = key[0]
-            gap = key[1][1] - off
-            t = self.buffers[buf]
-            if gap < count or not isinstance(t, torch.Tensor) or t.dim() != 1 or t.stride(0) != 1:
-                return None
-            if any(p != (buf, off + i * gap, count) for i, p in enumerate(key)):
-                return None
-            v = self._views[key] = t.as_strided((len(key), count), (gap, 1), t.storage_offset() + off)
+        """The pieces as rows of one strided view of their buffer, made once per call (a chunk received
+        is often sent on); None unless they are equal, in one flat tensor, at evenly spaced, increasing,
+        non-overlapping offsets (a strand's channels: one piece of each channel's slice)."""
+        key = tuple([p[:3] for p in pieces])
+        v = self._views.get(key, False)
+        if v is False:
+            (buf, off, count), gap = key[0], key[1][1] - key[0][1]
+            t, v = self.buffers[buf], None
+            even = gap >= count and all(p == (buf, off + i * gap, count) for i, p in enumerate(key))
+            if even and isinstance(t, torch.Tensor) and t.dim() == 1 and t.stride(0) == 1:
+                v = t.as_strided((len(key), count), (gap, 1), t.storage_offset() + off)
+            self._views[key] = v
         return v
 
-    def receives(self, rp: RoundPlan, strand: int) -> list[tuple[Message, list[Piece], str]]:
-        """Each receive of the round, with where it lands: ``direct`` (in place),
-        ``now`` (staged, applied on arrival) or ``late`` (staged, applied at the
-        round's end: it lands on data this rank still sends)."""
+    def receives(self, rp: RoundPlan, strand: int) -> list[tuple[Message, list[Piece], str, list | None]]:
+        """Each receive of the round, with where it lands: ``direct`` (in place), ``now`` (staged, applied
+        on arrival) or ``late`` (staged, applied at the round's end: it lands on data this rank still
+        sends), and where a staged one's pieces lie in the staging."""
         total = sum(p[2] for _, pieces in rp.recvs for p in pieces)
         slot = f"staging {strand}" if strand else "staging"  # strands in flight at once stage apart
         at, recvs = 0, []
         for (peer, pieces), mode in zip(rp.recvs, rp.modes):
             if mode == "direct":
-                recvs.append((Message(self.view(*pieces[0][:3]), peer), pieces, mode))
+                recvs.append((Message(self.view(*pieces[0][:3]), peer), pieces, mode, None))
                 continue
             copy = mode == "now" and self.strided and not any(p[3] for p in pieces)
             into = self.strided_view(pieces) if copy else None
             if into is not None:  # copies onto data nobody reads this round: straight into place
-                recvs.append((Message(into, peer), pieces, "direct"))
+                recvs.append((Message(into, peer), pieces, "direct", None))
                 continue
-            count = sum(p[2] for p in pieces)
-            recvs.append((Message(self.staged(slot, total, at, count), peer), pieces, mode))
+            count, parts, sub = sum(p[2] for p in pieces), [], at
+            for piece in pieces:  # where each piece lies in the staging, a view kept across calls
+                parts.append(self.staged(slot, total, sub, piece[2]))
+                sub += piece[2]
+            recvs.append((Message(self.staged(slot, total, at, count), peer), pieces, mode, parts))
             at += count
         return recvs
 
     def staged(self, slot: str, total: int, at: int, count: int) -> torch.Tensor:
         """``count`` elements at ``at`` of a round's ``total`` in the workspace ``slot``, each view made once
-        per call (a round's staging is done with before the strand's next round uses it again)."""
+        (a round's staging is done with before the strand's next round, or the next call, uses it again)."""
         key = (slot, total, at, count)
         v = self._staged.get(key)
         if v is None:
@@ -220,11 +242,11 @@ class _Run:
             for (peer, pieces), ch in zip(rp.sends, rp.channels or [-1] * len(rp.sends))
         ]
         post = functools.partial(
-            t.exchange, sends, [m for m, _, _ in recvs], Label(self.name, s.algorithm, rp.index, strand)
+            t.exchange, sends, [r[0] for r in recvs], Label(self.name, s.algorithm, rp.index, strand)
         )
         send_works, recv_works = wait_for(lambda _: post(), self.timeout, where, None, "post to", self.note)
         deferred = []
-        for (msg, pieces, mode), work in zip(recvs, recv_works):
+        for (msg, pieces, mode, parts), work in zip(recvs, recv_works):
             yield work, msg.peer, "receive from", where
             if mode == "now" and self.in_place:  # read where the transport holds it (shared memory)
                 data = wait_for(
@@ -236,7 +258,7 @@ class _Run:
                     continue
             wait_for(work.wait, self.timeout, where, msg.peer, "receive from", self.note)
             if mode == "now":
-                self.apply(msg.tensor, pieces)
+                self.land(parts, pieces)
             elif mode == "late":
                 deferred.append((msg.peer, msg.tensor, pieces))
         for msg, work in zip(sends, send_works):
