@@ -91,8 +91,11 @@ class _Letter:
         with paused(), torch.no_grad():
             if self.work is not None:  # its receive is posted: the bytes land in place
                 self.work.land(self.src)
-            else:
-                self.data = self.src.clone()
+            else:  # a meta tensor's copy is a new meta tensor (its clone, if strided, runs Python kernels)
+                src = self.src
+                self.data = (
+                    torch.empty(src.shape, dtype=src.dtype, device="meta") if src.is_meta else src.clone()
+                )
         self.src = None
 
 
