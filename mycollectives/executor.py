@@ -180,14 +180,15 @@ class _Run:
     def strided_view(self, pieces: list[Piece]) -> torch.Tensor | None:
         """The pieces as rows of one strided view of their buffer, made once per call (a chunk received
         is often sent on); None unless they are equal, in one flat tensor, at evenly spaced, increasing,
-        non-overlapping offsets (a strand's channels: one piece of each channel's slice)."""
+        non-overlapping offsets (a strand's channels: one piece of each channel's slice), or data-free
+        (a meta tensor's packing copy costs nothing, while its strided view and copies are slower)."""
         key = tuple([p[:3] for p in pieces])
         v = self._views.get(key, False)
         if v is False:
             (buf, off, count), gap = key[0], key[1][1] - key[0][1]
             t, v = self.buffers[buf], None
             even = gap >= count and all(p == (buf, off + i * gap, count) for i, p in enumerate(key))
-            if even and isinstance(t, torch.Tensor) and t.dim() == 1 and t.stride(0) == 1:
+            if even and isinstance(t, torch.Tensor) and t.dim() == 1 and t.stride(0) == 1 and not t.is_meta:
                 v = t.as_strided((len(key), count), (gap, 1), t.storage_offset() + off)
             self._views[key] = v
         return v
