@@ -10,8 +10,8 @@ per rank, resumed one at a time in virtual time; with real float32 data, or
 data-free (meta tensors, ``virtual.run(data=False)``), with the package's
 argument check before each call or without it (``check=False``).
 
-Targets (issue 37): 16 ranks x 50 all-reduces of 1 MiB within 5 s; 1024 ranks,
-one all-reduce of 1 MiB, within 60 s and 8 GiB.
+Targets: 16 ranks x 50 all-reduces of 1 MiB within 5 s (issue 37); 1024 ranks,
+one all-reduce of 1 MiB, within 60 s and 4 GiB (issue 42; issue 37 asked 8 GiB).
 
     python benchmarks/virtual_scale.py                         # the targets' cases
     python benchmarks/virtual_scale.py --case 64 10 1 --case 128 1 0
@@ -39,7 +39,7 @@ import mycollectives as mc
 from mycollectives import virtual
 
 # (ranks, calls): (wall seconds, GiB)
-TARGETS = {(16, 50): (5.0, None), (1024, 1): (60.0, 8.0)}
+TARGETS = {(16, 50): (5.0, None), (1024, 1): (60.0, 4.0)}
 CASES = [(16, 50, True, True), (16, 50, True, False), (16, 50, False, False),
          (1024, 1, False, True), (1024, 1, False, False)]  # fmt: skip
 

@@ -2,30 +2,29 @@
 
 For each round of this rank's plan (``plan.py``) the executor
 
-1. posts the round's receives and sends together (``transport.exchange``);
-   several pieces for one peer travel as one message;
-2. waits for each receive in turn and applies it (copy or reduce) while the
-   later ones are still in flight, unless it lands on data this rank is
-   still sending in this round: those wait until the sends are done;
+1. posts the round's receives and sends together (``transport.exchange``); several pieces for one
+   peer travel as one message;
+2. waits for each receive in turn and applies it (copy or reduce) while the later ones are still in
+   flight, unless it lands on data this rank is still sending in this round: those wait until the
+   sends are done;
 3. runs the round's local copies.
 
-That keeps the meaning of a round (sends read the state at its start,
-writes land at its end) while overlapping reductions with communication. A
-receive that is a plain copy onto data nobody reads in this round goes
-straight into place. A transport that declares it holds received messages
-where the receiver can read them (shared memory; ``transport.contract``)
-hands them over with ``held()``: the message is applied from there, with no
-staging copy, and ``release()`` gives the space back.
+That keeps the meaning of a round (sends read the state at its start, writes land at its end) while
+overlapping reductions with communication. A receive that is a plain copy onto data nobody reads in
+this round goes straight into place. A transport that declares it holds received messages where the
+receiver can read them (shared memory; ``transport.contract``) hands them over with ``held()``: the
+message is applied from there, with no staging copy, and ``release()`` gives the space back. One that
+declares ``strided_messages`` (the virtual cluster) is handed several equal, evenly spaced pieces as
+one strided view: such a send needs no packing copy, and such a copy-receive goes straight into place.
 
-A schedule cut into channels (``algorithms/channels.py``) runs, on a
-transport that declares ``channels_apart`` (the virtual cluster), as NCCL
-runs its channels: each *strand* (``plan.strands``: the channels whose rings
-or trees join the same ranks) goes through its own rounds at its own pace,
-and the call ends when its last strand does (:meth:`_Run.apart`). Elsewhere
-round ``i`` of every channel runs together.
+A schedule cut into channels (``algorithms/channels.py``) runs, on a transport that declares
+``channels_apart`` (the virtual cluster), as NCCL runs its channels: each *strand* (``plan.strands``:
+the channels whose rings or trees join the same ranks) goes through its own rounds at its own pace,
+and the call ends when its last strand does (:meth:`_Run.apart`). Elsewhere round ``i`` of every
+channel runs together.
 
-Waiting is bounded: if a peer does not answer within the timeout, the error
-names the collective, algorithm, round and peer.
+Waiting is bounded: if a peer does not answer within the timeout, the error names the collective,
+algorithm, round and peer.
 """
 
 from __future__ import annotations
@@ -38,6 +37,7 @@ import torch
 
 from . import flight
 from .errors import CollectiveTimeout, DeadlockError, PeerError
+from .landing import apply, settle  # noqa: F401 (settle re-exported: the load/store path's)
 from .plan import Blocks, Piece, RoundPlan, cut, plan, strands, writes  # noqa: F401 (Blocks, writes re-exported)
 from .schedule import BUFFERS, Schedule
 from .transport.base import TransportDeadlock, TransportPeerError, TransportTimeout
@@ -62,7 +62,19 @@ def workspace(transport, slot: str, numel: int, like: torch.Tensor) -> torch.Ten
     t = bufs.get(key)
     if t is None or t.numel() < numel:
         t = bufs[key] = torch.empty(max(numel, 1), dtype=like.dtype, device=like.device)
+        views = bufs.get(("views", like.dtype, like.device), {})  # the old memory's views (staged_views)
+        for k in [k for k in views if k[0] == slot]:
+            del views[k]
     return t if t.numel() == numel else t[:numel]
+
+
+def staged_views(transport, like: torch.Tensor) -> dict:
+    """Views of ``transport``'s workspaces (for ``like``'s dtype and device) by (slot, total, at, count),
+    kept across calls: each is a torch op to make. Dropped with their slot's memory when it grows."""
+    try:
+        return _workspaces.setdefault(transport, {}).setdefault(("views", like.dtype, like.device), {})
+    except TypeError:  # a transport that cannot be weakly referenced
+        return {}
 
 
 def wait_for(call, timeout: float, where: str, peer: int | None, what: str, note=flight.NOBODY):
@@ -86,46 +98,6 @@ def wait_for(call, timeout: float, where: str, peer: int | None, what: str, note
         raise PeerError(f"{where}: {what} rank {who} failed: {e}") from e
     note.peer = note.what = None
     return out
-
-
-def apply(data: torch.Tensor, pieces: list[Piece], view, combine) -> None:
-    """Copy or reduce ``data``, the pieces end to end, into where each lands (``view(buf, off, count)``)."""
-    at = 0
-    for buf, off, count, red in pieces:
-        part = data if count == data.numel() else data[at : at + count]  # each slice is a torch op
-        into = view(buf, off, count)
-        if red:
-            combine(into, part)
-        else:
-            into.copy_(part)
-        at += count
-
-
-def settle(late: list, me: int, view, combine) -> None:
-    """Apply a round's late writes, ``(src, data, pieces)`` each, at its end.
-
-    Several reductions into one region are added in rank order, the region's
-    own value taking this rank's place: every rank then adds the same operands
-    in the same order, so a one-shot all-reduce (each rank adding up every
-    vector itself) gives bitwise the same floats on every rank, as the others do.
-    """
-    groups: dict[tuple[int, int, int], list] = {}
-    for src, data, pieces in late:
-        if len(pieces) == 1 and pieces[0][3]:
-            groups.setdefault(pieces[0][:3], []).append((src, data))
-            continue
-        apply(data, pieces, view, combine)
-    for (buf, off, count), parts in groups.items():
-        region = view(buf, off, count)
-        ordered = sorted([*parts, (me, None)], key=lambda part: part[0])
-        if ordered[0][1] is None:  # this rank's own value comes first: add onto it in place
-            for _, data in ordered[1:]:
-                combine(region, data)
-            continue
-        acc = ordered[0][1]  # a received (or staged) copy, this rank's own to overwrite
-        for _, data in ordered[1:]:
-            combine(acc, region if data is None else data)
-        region.copy_(acc)
 
 
 def execute(
@@ -169,10 +141,11 @@ class _Run:
         self.timeout, self.name, self.me = timeout, name, transport.rank
         self.like = next(iter(buffers.values()))
         self.in_place = caps.read_in_place  # held() and release() (ReadsInPlace)
+        self.strided = caps.strided_messages  # takes evenly spaced pieces as one strided view
         self.note = flight.current()
         self.note.enter(schedule.algorithm, len(schedule.rounds), name)
-        self._views: dict[tuple[int, int, int], torch.Tensor] = {}
-        self._staged: dict[tuple[str, int, int, int], torch.Tensor] = {}
+        self._views: dict[tuple, torch.Tensor | None] = {}
+        self._staged = staged_views(transport, self.like)
 
     def view(self, buf: int, off: int, count: int) -> torch.Tensor:
         """Elements ``off:off + count`` of buffer ``buf``: each slice is a torch op, so each is made once per
@@ -187,31 +160,66 @@ class _Run:
     def apply(self, data: torch.Tensor, pieces: list[Piece]) -> None:
         apply(data, pieces, self.view, self.combine)
 
+    def land(self, parts: list[torch.Tensor], pieces: list[Piece]) -> None:
+        """Copy or reduce each staged part into where its piece lands (as :func:`apply`, the parts cut)."""
+        for part, (buf, off, count, red) in zip(parts, pieces):
+            into = self.view(buf, off, count)
+            if red:
+                self.combine(into, part)
+            else:
+                into.copy_(part)
+
     def packed(self, pieces: list[Piece]) -> torch.Tensor:
-        """One peer's pieces end to end: a view if one, else a fresh copy."""
+        """One peer's pieces end to end: a view if one (or, where the transport takes strided messages,
+        if they are equal and evenly spaced in one buffer), else a fresh copy."""
         if len(pieces) == 1:
             return self.view(*pieces[0][:3])
-        return torch.cat([self.view(b, o, c) for b, o, c, _ in pieces])
+        v = self.strided_view(pieces) if self.strided else None
+        return v if v is not None else torch.cat([self.view(b, o, c) for b, o, c, _ in pieces])
 
-    def receives(self, rp: RoundPlan, strand: int) -> list[tuple[Message, list[Piece], str]]:
-        """Each receive of the round, with where it lands: ``direct`` (in place),
-        ``now`` (staged, applied on arrival) or ``late`` (staged, applied at the
-        round's end: it lands on data this rank still sends)."""
+    def strided_view(self, pieces: list[Piece]) -> torch.Tensor | None:
+        """The pieces as rows of one strided view of their buffer, made once per call (a chunk received
+        is often sent on); None unless they are equal, in one flat tensor, at evenly spaced, increasing,
+        non-overlapping offsets (a strand's channels: one piece of each channel's slice), or data-free
+        (a meta tensor's packing copy costs nothing, while its strided view and copies are slower)."""
+        key = tuple([p[:3] for p in pieces])
+        v = self._views.get(key, False)
+        if v is False:
+            (buf, off, count), gap = key[0], key[1][1] - key[0][1]
+            t, v = self.buffers[buf], None
+            even = gap >= count and all(p == (buf, off + i * gap, count) for i, p in enumerate(key))
+            if even and isinstance(t, torch.Tensor) and t.dim() == 1 and t.stride(0) == 1 and not t.is_meta:
+                v = t.as_strided((len(key), count), (gap, 1), t.storage_offset() + off)
+            self._views[key] = v
+        return v
+
+    def receives(self, rp: RoundPlan, strand: int) -> list[tuple[Message, list[Piece], str, list | None]]:
+        """Each receive of the round, with where it lands: ``direct`` (in place), ``now`` (staged, applied
+        on arrival) or ``late`` (staged, applied at the round's end: it lands on data this rank still
+        sends), and where a staged one's pieces lie in the staging."""
         total = sum(p[2] for _, pieces in rp.recvs for p in pieces)
         slot = f"staging {strand}" if strand else "staging"  # strands in flight at once stage apart
         at, recvs = 0, []
         for (peer, pieces), mode in zip(rp.recvs, rp.modes):
             if mode == "direct":
-                recvs.append((Message(self.view(*pieces[0][:3]), peer), pieces, mode))
+                recvs.append((Message(self.view(*pieces[0][:3]), peer), pieces, mode, None))
                 continue
-            count = sum(p[2] for p in pieces)
-            recvs.append((Message(self.staged(slot, total, at, count), peer), pieces, mode))
+            copy = mode == "now" and self.strided and not any(p[3] for p in pieces)
+            into = self.strided_view(pieces) if copy else None
+            if into is not None:  # copies onto data nobody reads this round: straight into place
+                recvs.append((Message(into, peer), pieces, "direct", None))
+                continue
+            count, parts, sub = sum(p[2] for p in pieces), [], at
+            for piece in pieces:  # where each piece lies in the staging, a view kept across calls
+                parts.append(self.staged(slot, total, sub, piece[2]))
+                sub += piece[2]
+            recvs.append((Message(self.staged(slot, total, at, count), peer), pieces, mode, parts))
             at += count
         return recvs
 
     def staged(self, slot: str, total: int, at: int, count: int) -> torch.Tensor:
         """``count`` elements at ``at`` of a round's ``total`` in the workspace ``slot``, each view made once
-        per call (a round's staging is done with before the strand's next round uses it again)."""
+        (a round's staging is done with before the strand's next round, or the next call, uses it again)."""
         key = (slot, total, at, count)
         v = self._staged.get(key)
         if v is None:
@@ -235,11 +243,11 @@ class _Run:
             for (peer, pieces), ch in zip(rp.sends, rp.channels or [-1] * len(rp.sends))
         ]
         post = functools.partial(
-            t.exchange, sends, [m for m, _, _ in recvs], Label(self.name, s.algorithm, rp.index, strand)
+            t.exchange, sends, [r[0] for r in recvs], Label(self.name, s.algorithm, rp.index, strand)
         )
         send_works, recv_works = wait_for(lambda _: post(), self.timeout, where, None, "post to", self.note)
         deferred = []
-        for (msg, pieces, mode), work in zip(recvs, recv_works):
+        for (msg, pieces, mode, parts), work in zip(recvs, recv_works):
             yield work, msg.peer, "receive from", where
             if mode == "now" and self.in_place:  # read where the transport holds it (shared memory)
                 data = wait_for(
@@ -251,7 +259,7 @@ class _Run:
                     continue
             wait_for(work.wait, self.timeout, where, msg.peer, "receive from", self.note)
             if mode == "now":
-                self.apply(msg.tensor, pieces)
+                self.land(parts, pieces)
             elif mode == "late":
                 deferred.append((msg.peer, msg.tensor, pieces))
         for msg, work in zip(sends, send_works):

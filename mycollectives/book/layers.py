@@ -23,7 +23,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("collectives", ("collectives",)),
     ("algorithms", ("algorithms",)),
     ("consumers of schedules", ("verify", "plan", "cost")),
-    ("execution and choice", ("executor", "loadstore", "auto")),
+    ("execution and choice", ("executor", "landing", "loadstore", "auto")),
     ("API", ("api",)),
     (
         "above the API",

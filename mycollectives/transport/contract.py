@@ -12,6 +12,9 @@ themselves (the virtual cluster's threads) declares ``heap_loads`` and
 rendezvous. One that declares ``channels_apart`` (the virtual cluster) has
 each strand of a call's channels run at its own pace (:class:`RunsChannelsApart`). Its handles may declare ``prices_loads`` and offer
 :class:`PricesLoads`, which the load/store path tells what each round reads.
+One that declares ``strided_messages`` (the virtual cluster) sends and
+receives a tensor of any strides, so the executor hands it a message of
+several equal, evenly spaced pieces as one strided view, with no packing copy.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ class Capabilities:
     read_in_place: bool = False  # offers held() and release() (ReadsInPlace)
     hosts_heap: bool = False  # offers join_heap() (HostsHeap): its own rendezvous of symmetric memory
     channels_apart: bool = False  # runs a call's strands of channels apart (RunsChannelsApart)
+    strided_messages: bool = False  # takes a message of equal, evenly spaced pieces as one strided view
 
 
 class ReadsInPlace(Protocol):

@@ -107,6 +107,8 @@ def _dtype(tree) -> torch.dtype | None:
 
 
 def _bytes(tree) -> int:
+    if isinstance(tree, torch.Tensor):  # most often an op's output
+        return tree.numel() * tree.element_size()
     total = 0
     stack = [tree]
     while stack:
@@ -198,7 +200,7 @@ class _Reductions(TorchDispatchMode):
             return out
         if self.actor.state.get("free"):  # the argument check's combine (virtual/transport.py): bookkeeping
             return out
-        nbytes = _bytes(args) + _bytes(kwargs) + _bytes(out)
+        nbytes = _bytes(args) + (_bytes(kwargs) if kwargs else 0) + _bytes(out)
         # no floor: the reductions run inside the collective's kernel, as NCCL's do, not as kernels of their own
         self.actor.clock += nbytes / (self.c.roof.bandwidth * self.c.rates.hbm) * self.c.slow
         return out

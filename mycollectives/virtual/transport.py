@@ -1,37 +1,32 @@
 """One rank's end of the virtual cluster: real tensors, virtual time.
 
-A :class:`VirtualTransport` implements the package's transport protocol
-(``transport/base.py``). A send starts a flow on the network at once
-(eagerly: it needs no posted receive, as the local world's sends); when the
-flow arrives, its bytes land in the matching receive's tensor, or are copied
-aside until that receive is posted. A send is complete when its flow has
-arrived, so, as in torch.distributed, a sender must not change the tensor
-before then. Messages from one sender with one tag match receives in order,
-within one *namespace* (the world, or a :meth:`~VirtualTransport.subgroup`).
+A :class:`VirtualTransport` implements the package's transport protocol (``transport/base.py``). A send
+starts a flow on the network at once (eagerly: it needs no posted receive, as the local world's sends);
+when the flow arrives, its bytes land in the matching receive's tensor, or are copied aside until that
+receive is posted. A send is complete when its flow has arrived (as in torch.distributed, a sender must
+not change the tensor before then). Messages from one sender with one tag match receives in order, within
+one *namespace* (the world, or a :meth:`~VirtualTransport.subgroup`).
 
-Messages, not rounds (SMPI's way): every message, a user's send or one of a
-collective's, is a flow from the moment its sender posts it, after its own
-latency (:meth:`~mycollectives.virtual.network.Network.step_latency`: the
-protocol's step latency of the slowest link class on its route, on its
-channel's rail between nodes). Nothing waits for a round to end: a rank
-goes on as soon as its own receives are in, exactly as far as the executor
-lets it, so one slow link delays only the ranks that wait on its message.
+Messages, not rounds (SMPI's way): every message, a user's send or one of a collective's, is a flow from
+the moment its sender posts it, after its own latency
+(:meth:`~mycollectives.virtual.network.Network.step_latency`: the protocol's step latency of the slowest
+link class on its route, on its channel's rail between nodes). Nothing waits for a round to end: a rank
+goes on as soon as its own receives are in, exactly as far as the executor lets it, so one slow link
+delays only the ranks that wait on its message.
 
-The strands of a call's channels run apart (``channels_apart``): each
-strand's messages carry a tag of their own, and :meth:`VirtualTransport.wait_any`
-lets the rank go on with whichever strand's message is in first, so each
-channel's ring moves at its own pace, as NCCL's do.
+The strands of a call's channels run apart (``channels_apart``): each strand's messages carry a tag of
+their own, and :meth:`VirtualTransport.wait_any` lets the rank go on with whichever strand's message is in
+first, so each channel's ring moves at its own pace, as NCCL's do. A message may be a strided view of
+several pieces (``strided_messages``): it lands as it is, with no packing copy.
 
-Where NCCL's per-call base latency is charged, without the executor knowing
-virtual time: on a call's first message. :meth:`VirtualTransport.exchange`
-is handed each round's :class:`~mycollectives.transport.message.Label`; a label
-whose collective or algorithm differs from the one before, or whose round is
-not later than the last of its strand, starts a new call (a call's rounds only go forward), and the rank
-is charged the protocol's base latency before posting it. A user's send is
-a call of its own: its message waits base plus step latency. The package's
-argument check (the handshake before a call) is bookkeeping that NCCL does
-not do: its messages cost no virtual time, nor do its reductions. Symmetric memory's rendezvous and
-its priced loads live in ``heap.py``.
+Where NCCL's per-call base latency is charged, without the executor knowing virtual time: on a call's
+first message. :meth:`VirtualTransport.exchange` is handed each round's
+:class:`~mycollectives.transport.message.Label`; a label whose collective or algorithm differs from the
+one before, or whose round is not later than the last of its strand, starts a new call (a call's rounds
+only go forward), and the rank is charged the protocol's base latency before posting it. A user's send is
+a call of its own: its message waits base plus step latency. The package's argument check (the handshake
+before a call) is bookkeeping that NCCL does not do: its messages cost no virtual time, nor do its
+reductions. Symmetric memory's rendezvous and its priced loads live in ``heap.py``.
 """
 
 from __future__ import annotations
@@ -96,8 +91,11 @@ class _Letter:
         with paused(), torch.no_grad():
             if self.work is not None:  # its receive is posted: the bytes land in place
                 self.work.land(self.src)
-            else:
-                self.data = self.src.clone()
+            else:  # a meta tensor's copy is a new meta tensor (its clone, if strided, runs Python kernels)
+                src = self.src
+                self.data = (
+                    torch.empty(src.shape, dtype=src.dtype, device="meta") if src.is_meta else src.clone()
+                )
         self.src = None
 
 
@@ -111,8 +109,13 @@ class VirtualWork:
 
     def land(self, data: torch.Tensor) -> None:
         into = self.tensor
-        if into.shape != data.shape:
-            into, data = into.view(-1), data.view(-1)
+        if into.shape != data.shape:  # one of them a strided view of several pieces (strided_messages)
+            if data.is_contiguous():
+                data = data.view(into.shape)
+            elif into.is_contiguous():
+                into = into.view(data.shape)
+            else:
+                data = data.reshape(into.shape)
         into.copy_(data)
 
     def is_completed(self) -> bool:
@@ -128,7 +131,9 @@ class VirtualTransport(TransportBase):
 
     local = True  # ranks are threads of one process
     # messages; symmetric memory of its own, its loads priced (heap.py)
-    capabilities = Capabilities(messages=True, heap_loads=True, hosts_heap=True, channels_apart=True)
+    capabilities = Capabilities(
+        messages=True, heap_loads=True, hosts_heap=True, channels_apart=True, strided_messages=True
+    )
 
     def __init__(self, cluster: Cluster, gpus: tuple[int, ...], rank: int, namespace=(), local_size=None):
         self.cluster, self.gpus, self.rank, self.namespace = cluster, tuple(gpus), rank, namespace
@@ -222,13 +227,14 @@ class VirtualTransport(TransportBase):
     def wait_any(self, works: list[VirtualWork], timeout: float | None = None) -> int:
         """The index of the first of ``works`` to complete in virtual time (``RunsChannelsApart``; ties:
         the lowest index): one activity, done when the first of theirs is, is waited for."""
+        if (i := _first_done(works)) >= 0:
+            return i
         maestro, acts = self.cluster.maestro, [w.activity for w in works]
-        if all(a.done_at is None for a in acts):
-            first = _m.Activity(f"{acts[0].what} (or {len(acts) - 1} more)")
-            for a in acts:
-                a.then.append(lambda at: first.done_at is None and maestro.fire(first, at))
-            maestro.wait(_m.current(), first)
-        return min((a.done_at, i) for i, a in enumerate(acts) if a.done_at is not None)[1]
+        first = _m.Activity(f"{acts[0].what} (or {len(acts) - 1} more)")
+        for a in acts:
+            a.then.append(lambda at: first.done_at is None and maestro.fire(first, at))
+        maestro.wait(_m.current(), first)
+        return _first_done(works)
 
     def _match(self, work: VirtualWork, letter: _Letter, src: int) -> None:
         """A receive meets the message from rank ``src``: done when the message has arrived (now, if it has)."""
@@ -273,20 +279,20 @@ class VirtualTransport(TransportBase):
         state["free"] = free or price.free
         tag = COLLECTIVE_TAG + label.strand
         recv_works = [self.irecv(m.tensor, m.peer, tag, label) for m in recvs]
-        gpus, me = self.gpus, self.gpus[self.rank]
+        gpus, me, wire = self.gpus, self.gpus[self.rank], 1.0 if free else price.wire
+        late = [
+            -1.0 if free or price.free else price.step_latency(me, gpus[m.peer], m.channel) for m in sends
+        ]
         send_works = [
-            self.isend(
-                m.tensor,
-                m.peer,
-                tag,
-                label,
-                -1.0 if free or price.free else price.step_latency(me, gpus[m.peer], m.channel),
-                m.channel,
-                1.0 if free else price.wire,
-            )
-            for m in sends
+            self.isend(m.tensor, m.peer, tag, label, t, m.channel, wire) for m, t in zip(sends, late)
         ]
         return send_works, recv_works
+
+
+def _first_done(works: list[VirtualWork]) -> int:
+    """The index of the first of ``works`` done in virtual time (ties: the lowest), -1 if none is."""
+    done = [(w.activity.done_at, i) for i, w in enumerate(works) if w.activity.done_at is not None]
+    return min(done)[1] if done else -1
 
 
 _tuning.serves(VirtualTransport)  # NCCL's choice answers for this run's ranks (tuning.py)
