@@ -72,12 +72,17 @@ format: $(VENV)/.test
 	$(VENV)/bin/ruff check --fix .
 
 # pytest-xdist workers (tests that start processes are independent: each
-# worker has its own pools, stores and /dev/shm names). A test file stays on
-# one worker (--dist loadfile): a file's pools of gloo processes (1 to 8 of
-# them, a torch import each) start once, not once per worker.
+# worker has its own pools, stores and /dev/shm names). Work units
+# (--dist loadgroup, tests/worksplit.py): a test file stays on one worker, so
+# its pools of gloo processes (1 to 8 of them, a torch import each) start
+# once, not once per worker; test_dist.py is split by world size (no pool
+# starts twice); each torchrun job of test_torchfr_jobs.py and test_faults.py
+# is a unit of its own. The longest units start first and the torchrun jobs
+# come last, so the workers end together; the report prints each worker's
+# seconds.
 JOBS ?= 2
 REPORTS := _build/junit
-PYTEST := $(PY) -m pytest -q -ra -n $(JOBS) --dist loadfile
+PYTEST := $(PY) -m pytest -q -ra -n $(JOBS) --dist loadgroup
 
 # `make test`, each page executed once:
 # 1. the strict build on a cleared execution cache (warnings and cell errors

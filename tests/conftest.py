@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import json
 import multiprocessing.process
+import os
 import subprocess
 
 import numpy as np
 import pytest
+import worksplit
 
 import mycollectives as mc
 from mycollectives.algorithms import uses
@@ -49,14 +51,31 @@ def _processes_only_where_marked(request, monkeypatch):
 
 
 def pytest_collection_modifyitems(config, items):
+    """Skip the GPU tests without a GPU; run the tests of one process pool
+    together; under ``--dist loadgroup``, in the order of their work units."""
     import torch
 
-    if torch.cuda.is_available():
-        return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU (none on this machine)")
-    for item in items:
-        if item.get_closest_marker("gpu"):
-            item.add_marker(skip)
+    if not torch.cuda.is_available():
+        skip = pytest.mark.skip(reason="needs a CUDA GPU (none on this machine)")
+        for item in items:
+            if item.get_closest_marker("gpu"):
+                item.add_marker(skip)
+    items[:] = worksplit.by_pool(items)
+    if getattr(config.option, "loadgroup", False):  # an xdist worker of `--dist loadgroup`
+        items[:] = worksplit.units(items)
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup``: the work units of tests/worksplit.py (no xdist_group marker is used)."""
+    if config.getvalue("dist") == "loadgroup":
+        return worksplit.scheduler(config, log)
+    return None
+
+
+def pytest_runtest_setup(item):
+    """Each test's xdist worker, in the JUnit report (tests/report.py sums each worker's time)."""
+    item.user_properties.append(("worker", os.environ.get("PYTEST_XDIST_WORKER", "main")))
 
 
 _NBVAL: dict[str, tuple[int, int]] = {}  # page -> (code cells executed, outputs compared), test_outputs.py

@@ -166,7 +166,9 @@ def shm_refuses_another_host(rank: int) -> str:
     """Rank 1 pretends to be on another host; its peers must refuse it."""
     from mycollectives.transport.shm import ShmTransport
 
-    t = ShmTransport(None, timeout=20, eager_bytes=1)
+    # the peers that wait on a refused rank time out: 8 s, with a set-up given
+    # longer, so that a loaded machine delays neither into a timeout of its own
+    t = ShmTransport(None, timeout=8, eager_bytes=1, setup_timeout=60)
     if rank == 1:
         t.host ^= 1
     try:

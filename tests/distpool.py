@@ -10,6 +10,7 @@ fails instead of hanging.
 from __future__ import annotations
 
 import importlib
+import time
 
 from mycollectives.transport.launcher import GlooPool
 
@@ -19,6 +20,21 @@ class Pool(GlooPool):
         """Run ``module.name(rank, *args)`` on every rank; ``[(status, value)]`` in rank order."""
         fn = getattr(importlib.import_module(module), name)
         return super().run(fn, *args, timeout=timeout, ranks=ranks)
+
+    def exit_codes(self, module: str, name: str, *args, timeout: float = 120) -> list[int | None]:
+        """Run ``module.name(rank, *args)`` on every rank, for a task that ends its
+        process; each rank's exit code once every process has ended, or ``None``
+        for a rank still running after ``timeout`` seconds (the pool is then
+        killed). Waits for the processes, not for results they never send."""
+        fn = getattr(importlib.import_module(module), name)
+        for q in self.tasks:
+            q.put((fn, args))
+        deadline = time.monotonic() + timeout
+        for proc in self.procs:
+            proc.join(max(0.0, deadline - time.monotonic()))
+        codes = [proc.exitcode for proc in self.procs]
+        self.kill()
+        return codes
 
 
 class Pools:

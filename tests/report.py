@@ -3,7 +3,7 @@
 ``python tests/report.py _build/junit/*.xml`` reads the JUnit XML files of
 the run's pytest invocations and prints how many pages, cells and outputs
 nbval checked (``tests/test_outputs.py`` records them), the slowest ten tests
-of the whole run, then (when the book was built) the slowest ten pages and cells of the
+of the whole run, the seconds of tests each pytest-xdist worker ran, then (when the book was built) the slowest ten pages and cells of the
 build (``tests/outputs.py``), then ``summary: N passed, N failed, N skipped``
 over every invocation. Its exit status is 1 when a test failed or none ran.
 """
@@ -48,6 +48,15 @@ def report(paths: list[Path], n: int = 10) -> tuple[str, int]:
         )
     lines.append(f"slowest {n} tests of this run (setup, call and teardown):")
     lines += [f"  {s:7.1f} s  {name}" for s, name in timed]
+    busy: dict[str, float] = {}  # the seconds of tests each pytest-xdist worker ran (conftest.py)
+    for c in cases:
+        for p in c.iter("property"):
+            if p.get("name") == "worker":
+                busy[p.get("value")] = busy.get(p.get("value"), 0.0) + float(c.get("time", 0))
+    if len(busy) > 1:
+        lines.append(
+            "seconds of tests per worker: " + ", ".join(f"{w} {s:.0f} s" for w, s in sorted(busy.items()))
+        )
     if any(outputs.executed_path(p).exists() for p in outputs.pages()):
         lines.append(outputs.slowest(n))
     lines.append(

@@ -19,6 +19,7 @@ from mycollectives.algorithms import uses
 pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(600)]
 
 WORLD_SIZES = [1, 2, 3, 4, 5, 8]
+POOLS = [pytest.param(p, marks=pytest.mark.pool(p)) for p in WORLD_SIZES]  # tests/worksplit.py
 APIS = [(api, a) for c, a in MENU for api in VARIANTS[c]]
 pools = Pools("dist_tasks")
 
@@ -61,7 +62,7 @@ def run_everywhere(p: int, name: str, *args, timeout: float = 300) -> list:
 
 
 @pytest.mark.parametrize("api,algorithm", APIS)
-@pytest.mark.parametrize("p", WORLD_SIZES)
+@pytest.mark.parametrize("p", POOLS)
 def test_matches_torch_distributed(api, algorithm, p):
     cases = matrix(api, algorithm, p)
     results = run_everywhere(p, "compare_cases", cases)
@@ -70,15 +71,18 @@ def test_matches_torch_distributed(api, algorithm, p):
     assert not problems, "\n".join(problems[:10])
 
 
+@pytest.mark.pool(3)
 def test_reduce_leaves_non_root_tensors_untouched():
     assert all(run_everywhere(3, "reduce_keeps_non_root_tensors"))
 
 
+@pytest.mark.pool(4)
 def test_subgroups_use_group_ranks_and_global_roots():
     out = run_everywhere(4, "subgroup_all_reduce")
     assert out == [[0.0], [4.0], [2.0], [4.0]]
 
 
+@pytest.mark.pool(3)
 def test_bad_input_on_one_rank_makes_every_rank_raise_within_30_s():
     out = run_everywhere(3, "bad_input_on_one_rank", 1)
     for rank, (message, untouched) in enumerate(out):
@@ -87,33 +91,7 @@ def test_bad_input_on_one_rank_makes_every_rank_raise_within_30_s():
         assert untouched, f"rank {rank}: tensor modified or too slow"
 
 
-@pytest.mark.timeout(120)
-def test_a_rank_that_never_joins_gives_a_timeout_naming_round_and_peer():
-    out = pools.run(3, "skip_collective", "ring", 2, 3.0, timeout=60)
-    assert out[2] == ("ok", "skipped")
-    for rank in (0, 1):
-        status, message = out[rank]
-        assert status == "ok" and message.startswith(("CollectiveTimeout", "PeerError")), message
-        assert "all_reduce (ring)" in message and "round" in message and "rank" in message, message
-    assert any("rank 2" in out[r][1] for r in (0, 1))
-    pools.kill(3)  # the group saw a timeout: start afresh
-
-
-@pytest.mark.timeout(120)
-def test_a_rank_killed_mid_collective_makes_the_others_raise():
-    p = 4
-    try:  # the dead rank never reports: collect the survivors
-        out = pools.run(p, "die_mid_collective", 1, timeout=90, ranks=[0, 2, 3])
-    except TimeoutError as e:
-        pytest.fail(f"survivors hung: {e}")
-    finally:
-        pools.kill(p)
-    for rank in (0, 2, 3):
-        status, message = out[rank]
-        assert status == "ok" and message.startswith(("PeerError", "CollectiveTimeout")), message
-        assert "all_reduce (ring)" in message and "round" in message, message
-
-
+@pytest.mark.pool(4)
 def test_the_batched_nccl_code_path_on_gloo():
     p = 4
     cases = [
@@ -160,7 +138,7 @@ def test_transports_do_not_keep_a_destroyed_group_alive():
     assert done.returncode == 0, done.stderr[-2000:]
 
 
-@pytest.mark.parametrize("p", [3, 4])
+@pytest.mark.parametrize("p", [POOLS[2], POOLS[3]])
 def test_the_shared_memory_transport_matches_torch_distributed(p):
     """Every algorithm of every collective with every message through /dev/shm."""
     cases = []
@@ -177,6 +155,7 @@ def test_the_shared_memory_transport_matches_torch_distributed(p):
     assert not problems, "\n".join(problems[:10])
 
 
+@pytest.mark.pool(2)
 def test_shared_memory_regions_are_reused_read_out_of_order_and_cleaned_up():
     out = run_everywhere(2, "shm_regions")
     assert out[1]["ok"], "rank 1 received wrong data"
@@ -185,11 +164,53 @@ def test_shared_memory_regions_are_reused_read_out_of_order_and_cleaned_up():
         assert o["left_while_alive"] == [] and o["left_after"] == [], (rank, o)
 
 
+@pytest.mark.pool(2)
 def test_a_shared_memory_sender_that_closes_at_once_leaves_its_last_message_readable():
     out = run_everywhere(2, "shm_close_right_after_send")
     assert out == ["sent", "ok"], out
 
 
+@pytest.mark.pool(2)
+def test_the_transport_environment_variable():
+    out = run_everywhere(2, "transport_env")
+    for seen in out:
+        assert "MYCOLLECTIVES_TRANSPORT='pigeon'" in seen[0] and "shm" in seen[0], seen
+        assert seen[1] == "ShmTransport" and seen[2] == str([1.0] * 8), seen
+
+
+# Faults: each test leaves its group broken and kills its pool, so it runs last of its pool's tests.
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.pool(3)
+def test_a_rank_that_never_joins_gives_a_timeout_naming_round_and_peer():
+    out = pools.run(3, "skip_collective", "ring", 2, 3.0, timeout=60)
+    assert out[2] == ("ok", "skipped")
+    for rank in (0, 1):
+        status, message = out[rank]
+        assert status == "ok" and message.startswith(("CollectiveTimeout", "PeerError")), message
+        assert "all_reduce (ring)" in message and "round" in message and "rank" in message, message
+    assert any("rank 2" in out[r][1] for r in (0, 1))
+    pools.kill(3)  # the group saw a timeout: start afresh
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.pool(4)
+def test_a_rank_killed_mid_collective_makes_the_others_raise():
+    p = 4
+    try:  # the dead rank never reports: collect the survivors
+        out = pools.run(p, "die_mid_collective", 1, timeout=90, ranks=[0, 2, 3])
+    except TimeoutError as e:
+        pytest.fail(f"survivors hung: {e}")
+    finally:
+        pools.kill(p)
+    for rank in (0, 2, 3):
+        status, message = out[rank]
+        assert status == "ok" and message.startswith(("PeerError", "CollectiveTimeout")), message
+        assert "all_reduce (ring)" in message and "round" in message, message
+
+
+@pytest.mark.pool(3)
 def test_the_shared_memory_transport_refuses_a_rank_on_another_host():
     out = run_everywhere(3, "shm_refuses_another_host")
     assert any("another host" in m and "rank 1" in m for m in out), out
@@ -198,6 +219,7 @@ def test_the_shared_memory_transport_refuses_a_rank_on_another_host():
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.pool(3)
 def test_a_rank_that_never_joins_the_shared_memory_transport_gives_a_timeout_naming_round_and_peer():
     out = pools.run(3, "shm_skip_collective", 2, 3.0, timeout=60)
     assert out[2] == ("ok", "skipped")
@@ -207,10 +229,3 @@ def test_a_rank_that_never_joins_the_shared_memory_transport_gives_a_timeout_nam
         assert "all_reduce (ring)" in message and "round" in message, message
     assert any("rank 2" in out[r][1] for r in (0, 1))
     pools.kill(3)
-
-
-def test_the_transport_environment_variable():
-    out = run_everywhere(2, "transport_env")
-    for seen in out:
-        assert "MYCOLLECTIVES_TRANSPORT='pigeon'" in seen[0] and "shm" in seen[0], seen
-        assert seen[1] == "ShmTransport" and seen[2] == str([1.0] * 8), seen
