@@ -73,8 +73,10 @@ def table() -> str:
         "| Point (split) | Run | Algorithm | Published busbw (GB/s) | Simulated (error) | Source (states) |"
     )
     asserted = [p for p in points() if p.set == "asserted"]
-    lines = [f"**Asserted set** (targets over all of it: median {100 * TARGETS['median']:.0f} %, worst "
-             f"{100 * TARGETS['worst']:.0f} %):", ""]  # fmt: skip
+    both = summary("asserted")
+    held = ", ".join(f"{k} {100 * TARGETS[k]:.0f} % ({'met' if both[k] <= TARGETS[k] else 'missed'})"
+                     for k in ("median", "worst"))  # fmt: skip
+    lines = [f"**Asserted set** (targets over all of it: {held}):", ""]
     lines += [f"- {summary_line(name, summary('asserted', split))}." for name, split in _HALVES]
     protocols = {results()[p.id][0].protocol for p in asserted}
     lines += ["", head, "|---|---|---|---|---|---|"] + [_row(p, protocols != {"Simple"}) for p in asserted]
