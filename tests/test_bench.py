@@ -146,7 +146,7 @@ def test_flags_as_nccl_tests():
     for bad, said in (("--virtual dgx_h999", "--virtual: unknown node 'dgx_h999'; expected one of dgx_a100"),
                       ("--virtual dgx_h100 --nprocs 4 --csv x", "--nprocs, --csv: not read with --virtual")):  # fmt: skip
         with pytest.raises(SystemExit, match=said):
-            check_virtual(parser().parse_args(bad.split()))
+            check_virtual(parser(), parser().parse_args(bad.split()))
 
 
 def test_a_calibration_with_one_rank_is_refused_before_anything_starts(monkeypatch):

@@ -168,18 +168,17 @@ def main(args, algorithms: list[str], sizes: list[int]) -> list[Result]:
     return rows
 
 
-# flags of a sweep on real processes, and their defaults: with --virtual, a value given is refused
-_REAL_ONLY = {"nprocs": 0, "device": "auto", "threads": 0, "transport": "auto", "calibrate": 0,
-              "csv": None, "json": None, "plot": None}  # fmt: skip
+# flags only a sweep on real processes reads: with --virtual, a value other than the default is refused
+_REAL_ONLY = ("nprocs", "device", "threads", "transport", "calibrate", "csv", "json", "plot")
 
 
-def check_virtual(args) -> None:
+def check_virtual(cli, args) -> None:
     """The node kind, and no flag that only a sweep on real processes reads."""
     from ..topology.nodes import NODES
 
     if args.virtual not in NODES:
         raise Refusal(f"--virtual: unknown node {args.virtual!r}; expected one of {', '.join(NODES)}")
-    given = [k for k, default in _REAL_ONLY.items() if getattr(args, k) != default]
+    given = [k for k in _REAL_ONLY if getattr(args, k) != cli.get_default(k)]
     if given:
         flags = ", ".join("--" + k.replace("_", "-") for k in given)
         raise Refusal(
@@ -192,7 +191,7 @@ def cli_main(cli, args) -> list[Result]:
     from .flags import algorithm_list, check_counts, check_op, check_sizes
 
     try:
-        check_virtual(args)
+        check_virtual(cli, args)
         check_counts(args)
         check_op(args)
         sizes = check_sizes(args)

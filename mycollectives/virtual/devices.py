@@ -42,6 +42,7 @@ import torch
 from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils.weak import WeakIdKeyDictionary
 
+from ..memory.vendor import A100, GB, H100
 from . import cuda as _c
 
 _REAL_DEVICE = torch._C.TensorBase.device.__get__
@@ -137,16 +138,16 @@ def follows(args, out):
 
 
 # What torch.cuda reports of each GPU: (compute capability, memory in bytes, SMs). Capabilities are the
-# architectures' (8.0 Ampere, 9.0 Hopper, 10.0 Blackwell); A100 and H100 memory and SMs from chapter 1's
+# architectures' (8.0 Ampere, 9.0 Hopper, 10.0 Blackwell); A100 and H100 memory and SMs are chapter 1's
 # vendor table (memory/vendor.py); H200: 141 GB (nvidia2024h200) and the H100's SMs; B200: the DGX B200's
 # 1,440 GB over 8 GPUs (nvidia_dgx_b200_guide); GB200: the NVL72's 13.4 TB over 72 (nvidia_gb200_nvl72).
-_GB = 10**9
+# Blackwell's 148 SMs are not in those documents: assumed, so that a script reading the count gets a number.
 SPECS = {
-    "A100": ((8, 0), 80 * _GB, 108),
-    "H100": ((9, 0), 80 * _GB, 132),
-    "H200": ((9, 0), 141 * _GB, 132),
-    "B200": ((10, 0), 180 * _GB, 148),
-    "GB200": ((10, 0), 186 * _GB, 148),
+    "A100": ((8, 0), A100.hbm_bytes, A100.sms),
+    "H100": ((9, 0), H100.hbm_bytes, H100.sms),
+    "H200": ((9, 0), 141 * GB, H100.sms),
+    "B200": ((10, 0), 1440 * GB // 8, 148),
+    "GB200": ((10, 0), 13400 * GB // 72, 148),
 }
 
 
